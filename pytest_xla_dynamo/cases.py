@@ -1,0 +1,197 @@
+"""Prepared cases: a model built, placed and wrapped once per (model, backend, mode) and process.
+
+A :class:`PreparedCase` holds the model on its backend's device, the wrapped (compiled) callable,
+its optimizer and inputs, the initial weights, and the figures of its warm-up (the first compile):
+the parity, graph and timing suites share it, so each case compiles once per process. Before each
+use :meth:`PreparedCase.reset` reloads the initial weights in place, which keeps the compiled graphs
+valid (same tensors, same shapes). The cache keeps the cases of one model at a time: the plugin
+orders shared-case tests model by model, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_xla_dynamo import metrics, patches, zoo
+from pytest_xla_dynamo.backends import Backend
+
+if TYPE_CHECKING:
+    import torch
+
+WARMUP_STEPS = 2  # steps run (and measured) as warm-up: the first compiles happen here
+LEARNING_RATE = 0.01
+
+
+@dataclass(frozen=True)
+class CaseKey:
+    model: str
+    backend: str
+    mode: str
+    tier: str
+    seed: int
+    patches: tuple[str, ...]
+    randomize_input: bool
+
+
+@dataclass
+class Warmup:
+    """What the first steps of a case did: seconds per step, and counter deltas."""
+
+    step_seconds: list[float] = field(default_factory=list)
+    per_step: list[metrics.Snapshot] = field(default_factory=list)
+
+    @property
+    def total(self) -> metrics.Snapshot:
+        out = metrics.Snapshot()
+        for snap in self.per_step:
+            out = out + snap
+        return out
+
+    @property
+    def compile_seconds(self) -> float:
+        """Warm-up wall time beyond a steady step: the first-call (compilation) latency."""
+        return sum(self.step_seconds)
+
+
+def build_model(spec: zoo.ModelSpec, tier: str, seed: int, patch_names: Sequence[str]) -> torch.nn.Module:
+    """A fresh CPU model, initialised from ``seed``, with ``patch_names`` applied to its instance."""
+    import torch
+
+    torch.manual_seed(seed)
+    with patches.apply_patches(patch_names):  # class level while building
+        model = spec.build_model(tier)
+    if patch_names:
+        stack = contextlib.ExitStack()  # the instance-level swap is permanent for a case's own model
+        patches.patch_module(model, patch_names, stack)
+        stack.pop_all()
+    return model
+
+
+def build_inputs(spec: zoo.ModelSpec, tier: str, seed: int, randomize: bool) -> tuple[torch.Tensor, ...]:
+    import torch
+
+    torch.manual_seed(seed + 1)
+    inputs = spec.build_inputs(tier, spec.batch(tier))
+    if randomize:
+        inputs = zoo.randomize_inputs(inputs, seed)
+    return tuple(inputs)
+
+
+def place(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """``model.to(device)``, keeping tied weights tied.
+
+    Moving to XLA makes new Parameter objects (torch_xla overwrites module params on conversion),
+    which unties shared weights such as BERT's decoder and word embeddings: re-tie them here.
+    """
+    groups: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(p), []).append(name)
+    model = model.to(device)
+    for names in groups.values():
+        if len(names) < 2:
+            continue
+        first = model.get_parameter(names[0])
+        for name in names[1:]:
+            owner_name, _, attr = name.rpartition(".")
+            owner = model.get_submodule(owner_name) if owner_name else model
+            if getattr(owner, attr) is not first:
+                setattr(owner, attr, first)
+    return model
+
+
+class PreparedCase:
+    """One model on one backend in one mode, ready to step."""
+
+    def __init__(self, key: CaseKey, spec: zoo.ModelSpec, backend: Backend, cpu_model: torch.nn.Module,
+                 cpu_inputs: Sequence[torch.Tensor]) -> None:
+        import torch
+
+        self.key = key
+        self.spec = spec
+        self.backend = backend
+        self.mode = key.mode
+        self.device = backend.device()
+        self.model = place(copy.deepcopy(cpu_model), self.device)
+        self.model.train(self.mode == "train")
+        self.inputs = tuple(t.to(self.device) for t in cpu_inputs)
+        self.initial_state = {k: v.detach().clone() for k, v in cpu_model.state_dict().items()}
+        self.fn: Callable[..., Any] = backend.wrap(self.model)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
+        self.warmup: Warmup | None = None
+        self.steps_run = 0
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.spec.batch(self.key.tier))
+
+    def reset(self) -> None:
+        """Reload the initial weights and buffers in place (compiled graphs stay valid).
+
+        ``load_state_dict`` copies into the parameters themselves: on XLA an in-place copy into a
+        ``detach()``-ed alias (what ``state_dict()`` returns) does not reach the parameter.
+        """
+        self.model.load_state_dict(self.initial_state)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.backend.sync()
+
+    def step(self) -> tuple[Any, Any]:
+        """One training step (zero_grad, forward, loss, backward, SGD step) or one inference forward,
+        ended by the backend's sync. Returns (outputs, loss or None)."""
+        import torch
+
+        self.steps_run += 1
+        if self.mode == "infer":
+            with torch.no_grad():
+                out = self.fn(*self.inputs)
+            self.backend.sync()
+            return out, None
+        self.optimizer.zero_grad(set_to_none=True)
+        out = self.fn(*self.inputs)
+        loss = self.spec.loss(out)
+        loss.backward()
+        self.optimizer.step()
+        self.backend.sync()
+        return out, loss
+
+    def warm_up(self) -> Warmup:
+        """Run the warm-up steps once (measuring counters and time); later calls return them."""
+        if self.warmup is None:
+            warm = Warmup()
+            self.reset()
+            for _ in range(WARMUP_STEPS):
+                before = metrics.snapshot()
+                start = time.perf_counter()
+                self.step()
+                self.backend.wait()
+                warm.step_seconds.append(time.perf_counter() - start)
+                warm.per_step.append(metrics.snapshot().delta(before))
+            self.warmup = warm
+        return self.warmup
+
+
+class CaseCache:
+    """Prepared cases of this process, keyed by :class:`CaseKey`; holds one model's cases at a time."""
+
+    def __init__(self) -> None:
+        self._cases: dict[CaseKey, PreparedCase] = {}
+        self.created = 0
+
+    def get(self, key: CaseKey, make: Callable[[], PreparedCase]) -> PreparedCase:
+        case = self._cases.get(key)
+        if case is None:
+            for old in [k for k in self._cases if k.model != key.model]:
+                del self._cases[old]  # a new model: free the previous one's
+            case = self._cases[key] = make()
+            self.created += 1
+        return case
+
+    def __iter__(self) -> Iterator[PreparedCase]:
+        return iter(self._cases.values())
+
+    def clear(self) -> None:
+        self._cases.clear()

@@ -1,0 +1,201 @@
+"""Op patches: named, undoable rewrites of ``torch.nn`` modules (the seed's hand-made workarounds).
+
+A patch works at two levels: at class level, models built while it is active get the replacement
+(``torch.nn.MaxPool2d`` is swapped in the ``torch.nn`` namespace); at instance level, an existing
+model's submodules are swapped in place. Both are undone on exit, also when the body raises.
+Built in: ``maxpool_to_avgpool`` and ``dropout_to_identity``. Register more with
+:func:`register_patch` or the ``pytest_xla_register_patches`` hook. No torch at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A named patch.
+
+    ``replacements()`` returns ``{class name in torch.nn: replacement class}`` for the class level;
+    ``rewrite(module)`` returns the replacement for one submodule, or None to keep it.
+    """
+
+    name: str
+    description: str
+    replacements: Callable[[], dict[str, type]]
+    rewrite: Callable[[Any], Any | None]
+
+
+class UnknownPatchError(ValueError):
+    pass
+
+
+_PATCHES: dict[str, Patch] = {}
+
+
+def register_patch(patch: Patch, *, replace: bool = False) -> None:
+    """Add a patch to the registry (ValueError on a duplicate name unless ``replace``)."""
+    if patch.name in _PATCHES and not replace and _PATCHES[patch.name] is not patch:
+        raise ValueError(f"patch {patch.name!r} is already registered")
+    _PATCHES[patch.name] = patch
+
+
+def patch_names() -> list[str]:
+    return list(_PATCHES)
+
+
+def get_patch(name: str) -> Patch:
+    try:
+        return _PATCHES[name]
+    except KeyError:
+        raise UnknownPatchError(f"unknown patch {name!r}; valid: {', '.join(_PATCHES)}") from None
+
+
+# --- maxpool_to_avgpool ----------------------------------------------------------------------------
+
+
+@cache
+def _avgpool_classes() -> dict[str, type]:
+    """``MaxPoolNd`` look-alikes that are ``AvgPoolNd`` (same kernel, stride, padding, ceil_mode)."""
+    from torch import nn
+
+    def make(dim: int) -> type:
+        base = getattr(nn, f"AvgPool{dim}d")
+
+        def __init__(self: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+                     return_indices: bool = False, ceil_mode: bool = False) -> None:
+            if return_indices or dilation not in (1, (1,) * dim):
+                raise ValueError(f"maxpool_to_avgpool: MaxPool{dim}d(dilation={dilation}, "
+                                 f"return_indices={return_indices}) has no AvgPool{dim}d equivalent")
+            base.__init__(self, kernel_size, stride=stride, padding=padding, ceil_mode=ceil_mode)
+
+        return type(f"AvgPool{dim}d", (base,), {"__init__": __init__, "__module__": __name__,
+                                                "__qualname__": f"AvgPool{dim}d"})
+
+    return {f"MaxPool{d}d": make(d) for d in (1, 2, 3)}
+
+
+def _maxpool_rewrite(module: Any) -> Any | None:
+    from torch.nn.modules import pooling  # the original classes, also while the class level is patched
+
+    for dim in (1, 2, 3):
+        if isinstance(module, getattr(pooling, f"MaxPool{dim}d")):
+            cls = _avgpool_classes()[f"MaxPool{dim}d"]
+            return cls(module.kernel_size, module.stride, module.padding, module.dilation,
+                       module.return_indices, module.ceil_mode)
+    return None
+
+
+# --- dropout_to_identity ---------------------------------------------------------------------------
+
+
+@cache
+def _identity_dropout() -> type:
+    """``nn.Identity`` that still answers ``.p`` (0.0) and ``.inplace``: transformers' BERT reads
+    ``self.dropout.p`` at run time."""
+    from torch import nn
+
+    class DropoutIdentity(nn.Identity):
+        p = 0.0
+        inplace = False
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__()
+
+    DropoutIdentity.__module__ = __name__
+    return DropoutIdentity
+
+
+_DROPOUT_NAMES = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")
+
+
+def _dropout_rewrite(module: Any) -> Any | None:
+    from torch.nn.modules import dropout  # the original classes, also while the class level is patched
+
+    if isinstance(module, tuple(getattr(dropout, n) for n in _DROPOUT_NAMES)):
+        return _identity_dropout()()
+    return None
+
+
+register_patch(Patch(
+    "maxpool_to_avgpool",
+    "every nn.MaxPool1d/2d/3d becomes the matching nn.AvgPool* (same kernel, stride, padding, ceil_mode)",
+    _avgpool_classes, _maxpool_rewrite))
+register_patch(Patch(
+    "dropout_to_identity",
+    "every nn.Dropout* becomes nn.Identity (answering .p == 0.0)",
+    lambda: {n: _identity_dropout() for n in _DROPOUT_NAMES}, _dropout_rewrite))
+
+
+# --- applying --------------------------------------------------------------------------------------
+
+
+def patch_module(model: torch.nn.Module, names: Sequence[str], stack: contextlib.ExitStack) -> int:
+    """Swap ``model``'s submodules in place for the patches ``names``; undone when ``stack`` closes.
+
+    Returns the number of submodules swapped.
+    """
+    patches = [get_patch(n) for n in names]
+    swapped = 0
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            new = None
+            for patch in patches:
+                new = patch.rewrite(child)
+                if new is not None:
+                    break
+            if new is None:
+                continue
+            new.train(child.training)
+            setattr(parent, child_name, new)
+            stack.callback(setattr, parent, child_name, child)
+            swapped += 1
+    return swapped
+
+
+@contextlib.contextmanager
+def apply_patches(names: Iterable[str], models: Iterable[torch.nn.Module] = ()) -> Iterator[list[str]]:
+    """Activate patches: class level for models built inside, instance level for ``models``."""
+    names = list(dict.fromkeys(names))
+    patches = [get_patch(n) for n in names]  # validate before touching anything
+    with contextlib.ExitStack() as stack:
+        if patches:
+            from torch import nn
+
+            for patch in patches:
+                for attr, replacement in patch.replacements().items():
+                    stack.callback(setattr, nn, attr, getattr(nn, attr))
+                    setattr(nn, attr, replacement)
+            for model in models:
+                patch_module(model, names, stack)
+        yield names
+
+
+class PatchController:
+    """What the ``xla_patches`` fixture gives a test: the active patch names, and ways to apply more.
+
+    Everything applied through it is undone when the test ends, also when it fails.
+    """
+
+    def __init__(self, active: Sequence[str]) -> None:
+        self.active = list(active)
+        self._stack = contextlib.ExitStack()
+
+    def apply(self, *names: str, model: torch.nn.Module | None = None) -> contextlib.AbstractContextManager[list[str]]:
+        """A context manager activating ``names`` (class level, and on ``model`` if given)."""
+        return apply_patches(names, [model] if model is not None else [])
+
+    def patch_model(self, model: torch.nn.Module, *names: str) -> torch.nn.Module:
+        """Apply ``names`` (default: the active patches) to a model built earlier, until the test ends."""
+        patch_module(model, list(names) or self.active, self._stack)
+        return model
+
+    def close(self) -> None:
+        self._stack.close()

@@ -1,0 +1,135 @@
+"""Case records: the one result type that suites write and reports and gating read.
+
+A :class:`CaseRecord` is plain data (JSON-safe through :meth:`CaseRecord.to_dict`), so it travels
+from pytest-xdist workers to the controller through ``workeroutput``. The session's records live in
+a :class:`RecordStore` in ``config.stash``. No torch here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import pytest
+
+# Accuracy statuses, in the vocabulary of pytorch's benchmarks/dynamo harness.
+STATUSES = (
+    "pass",
+    "pass_due_to_skip",
+    "fail_accuracy",
+    "fail_to_run",
+    "eager_fail_to_run",
+    "eager_two_runs_differ",
+    "model_fail_to_load",
+    "OOM",
+    "timeout",
+    "fail_graph",  # graph signature changed or a steady-state recompile (graphs suite)
+)
+PASSING = ("pass", "pass_due_to_skip")
+
+WORKEROUTPUT_KEY = "xla_dynamo_records"
+
+
+@dataclass
+class CaseRecord:
+    """What one suite case measured: parity status, timing and graph figures, and how to repro it."""
+
+    suite: str  # "parity" | "timing" | "graphs" | "known_issues" | user-defined
+    name: str  # model name
+    backend: str
+    mode: str  # "train" | "infer"
+    status: str = "pass"
+    nodeid: str = ""
+    repro: str = ""
+    message: str = ""
+    dev: str = "cpu"
+    batch_size: int | None = None
+    tier: str = "small"
+    # timing (seconds unless named otherwise)
+    speedup: float | None = None
+    abs_latency: float | None = None  # median ms per iteration of the backend, as the harness
+    baseline_latency: float | None = None  # median ms per iteration of the baseline
+    compilation_latency: float | None = None  # s: first backend call minus first baseline call
+    spread: float | None = None  # (max - min) / median of the backend's runs
+    # graphs
+    calls_captured: int | None = None
+    unique_graphs: int | None = None
+    graph_breaks: int | None = None
+    unique_graph_breaks: int | None = None
+    fallbacks: int | None = None  # aten::* CPU fallbacks, without aten::_local_scalar_dense
+    recompiles: int | None = None  # XLA compilations in steady state (must be 0)
+    compiles: int | None = None  # XLA compilations during warm-up
+    known_issue: str = ""
+    flaky: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    # timing context (appended for the report): what the speedup is measured against, and how
+    baseline: str = ""  # the baseline backend of ``speedup`` (--xla-baseline-backend)
+    iterations_per_run: int | None = None  # iterations per timed run (--xla-iterations-per-run)
+    repeat: int | None = None  # timed runs per case (--xla-repeat)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """The case key used by baselines: (model, backend, mode)."""
+        return (self.name, self.backend, self.mode)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseRecord:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class RecordStore:
+    """The session's records, in arrival order; one merged store on the xdist controller."""
+
+    def __init__(self) -> None:
+        self._records: list[CaseRecord] = []
+
+    def add(self, record: CaseRecord) -> CaseRecord:
+        self._records.append(record)
+        return record
+
+    def extend(self, records: Iterable[CaseRecord]) -> None:
+        self._records.extend(records)
+
+    def __iter__(self) -> Iterator[CaseRecord]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def by_suite(self, suite: str) -> list[CaseRecord]:
+        return [r for r in self._records if r.suite == suite]
+
+    def dumps(self) -> str:
+        return json.dumps([r.to_dict() for r in self._records])
+
+    def loads(self, text: str) -> None:
+        self.extend(CaseRecord.from_dict(d) for d in json.loads(text))
+
+
+record_store_key = pytest.StashKey[RecordStore]()
+
+
+def get_store(config: pytest.Config) -> RecordStore:
+    """The session's :class:`RecordStore` (created on first use)."""
+    store = config.stash.get(record_store_key, None)
+    if store is None:
+        store = config.stash[record_store_key] = RecordStore()
+    return store
+
+
+def record_case(item: pytest.Item, record: CaseRecord) -> CaseRecord:
+    """Store ``record`` for the session and attach it to the test report (``user_properties``)."""
+    record.nodeid = record.nodeid or item.nodeid
+    get_store(item.config).add(record)
+    item.user_properties.append(("xla_" + record.suite, json.dumps(record.to_dict())))
+    for prop in ("status", "speedup", "compilation_latency", "unique_graphs", "graph_breaks", "fallbacks"):
+        value = getattr(record, prop)
+        if value is not None:
+            item.user_properties.append((f"xla_{prop}", value))
+    return record

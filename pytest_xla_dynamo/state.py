@@ -1,0 +1,72 @@
+"""Per-test global state: each XLA test starts from a known state and leaves it as it found it."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from pytest_xla_dynamo import devices
+
+
+def _save_rng() -> dict[str, Any]:
+    import torch
+
+    saved: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    try:
+        import numpy as np
+    except ImportError:
+        pass
+    else:
+        saved["numpy"] = np.random.get_state()
+    if devices.runtime_up():
+        import torch_xla.core.xla_model as xm
+
+        saved["xla"] = xm.get_rng_state()
+    return saved
+
+
+def _restore_rng(saved: dict[str, Any]) -> None:
+    import torch
+
+    random.setstate(saved["python"])
+    torch.set_rng_state(saved["torch"])
+    if "numpy" in saved:
+        import numpy as np
+
+        np.random.set_state(saved["numpy"])
+    if "xla" in saved:
+        import torch_xla.core.xla_model as xm
+
+        xm.set_rng_state(saved["xla"])
+
+
+def reset_counters() -> None:
+    """Clear dynamo's counters and torch_xla's metrics (not the compiled code)."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    if devices.runtime_up():
+        import torch_xla.debug.metrics as met
+
+        met.clear_all()
+
+
+@contextlib.contextmanager
+def clean_state(seed: int, *, reset_dynamo: bool = True) -> Iterator[None]:
+    """Reset dynamo (unless the test reuses prepared compiled models), clear counters and metrics,
+    seed every RNG from ``seed``; restore the RNG states afterwards."""
+    import torch
+
+    saved = _save_rng()
+    grad_enabled = torch.is_grad_enabled()
+    if reset_dynamo:
+        torch._dynamo.reset()
+    reset_counters()
+    devices.seed_everything(seed)
+    try:
+        yield
+    finally:
+        torch.set_grad_enabled(grad_enabled)
+        _restore_rng(saved)

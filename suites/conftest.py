@@ -1,0 +1,1 @@
+"""Suite-wide settings for the bundled conformance suites (the plugin itself loads by entry point)."""
