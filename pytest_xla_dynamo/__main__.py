@@ -52,10 +52,14 @@ def snapshots_dir() -> Path:
 class _MainMarker:
     """Registered as a plugin object by :func:`main`, so the session knows how it was launched."""
 
+    # An attribute, not isinstance: under ``python -m`` this module runs as ``__main__``, and an
+    # import of ``pytest_xla_dynamo.__main__`` elsewhere would define a second, different class.
+    xla_dynamo_main = True
+
 
 def launched_by_main(config: pytest.Config) -> bool:
     """Whether this session was started by ``python -m pytest_xla_dynamo`` (repro commands say so)."""
-    return any(isinstance(p, _MainMarker) for p in config.pluginmanager.get_plugins())
+    return any(getattr(p, "xla_dynamo_main", False) is True for p in config.pluginmanager.get_plugins())
 
 
 def _suite_path(arg: str, suites: Path) -> str | None:

@@ -119,7 +119,10 @@ class PreparedCase:
         self.model = place(copy.deepcopy(cpu_model), self.device)
         self.model.train(self.mode == "train")
         self.inputs = tuple(t.to(self.device) for t in cpu_inputs)
-        self.initial_state = {k: v.detach().clone() for k, v in cpu_model.state_dict().items()}
+        state = cpu_model.state_dict()
+        self.initial_state = type(state)((k, v.detach().clone()) for k, v in state.items())
+        # keep the per-module versions: some modules' loaders need them (MNASNet checks its version)
+        self.initial_state._metadata = getattr(state, "_metadata", None)  # type: ignore[attr-defined]
         self.fn: Callable[..., Any] = backend.wrap(self.model)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
         self.warmup: Warmup | None = None
@@ -163,6 +166,7 @@ class PreparedCase:
         if self.warmup is None:
             warm = Warmup()
             self.reset()
+            self.backend.wait()  # the reset's graph must not finish (and count) inside step 1
             for _ in range(WARMUP_STEPS):
                 before = metrics.snapshot()
                 start = time.perf_counter()
@@ -184,8 +188,16 @@ class CaseCache:
     def get(self, key: CaseKey, make: Callable[[], PreparedCase]) -> PreparedCase:
         case = self._cases.get(key)
         if case is None:
-            for old in [k for k in self._cases if k.model != key.model]:
-                del self._cases[old]  # a new model: free the previous one's
+            stale = [k for k in self._cases if k.model != key.model]
+            if stale:  # a new model: free the previous one's cases, and dynamo's hold on them
+                for old in stale:
+                    del self._cases[old]
+                import gc
+
+                import torch
+
+                torch._dynamo.reset()
+                gc.collect()
             case = self._cases[key] = make()
             self.created += 1
         return case

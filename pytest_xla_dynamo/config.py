@@ -52,7 +52,7 @@ class Option:
 
     @property
     def envvars(self) -> tuple[str, ...]:
-        return ("PYTEST_" + self.dest.upper(),) + self.env
+        return ("PYTEST_" + self.dest.upper(), *self.env)
 
 
 def _replace_maxpool(name: str, value: str) -> str | None:

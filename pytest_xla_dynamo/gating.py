@@ -637,17 +637,21 @@ def headline(result: GateResult | None, *, failed_tests: int, strict_improved: b
             problems.append(f"{len(regressions)} regression{'s' if len(regressions) != 1 else ''}")
         if strict_improved and result.with_label(IMPROVED):
             problems.append(f"{len(result.with_label(IMPROVED))} improved (--xla-strict-improved)")
+    gate_failed = bool(problems)
     if failed_tests:
         problems.append(f"{failed_tests} failed test{'s' if failed_tests != 1 else ''}")
-    if problems:
+    if problems and (gate_failed or result is None):
         return False, "FAILED: " + ", ".join(problems)
     notes = []
     if result is not None:
         counts = result.counts()
-        notes.append(f"{counts[PASS] + counts[XFAIL]} cases as expected")
+        same = counts[PASS] + counts[XFAIL]
+        notes.append(f"{same} case{'s' if same != 1 else ''} as expected")
         for label in (IMPROVED, PASS_BUT_FLAKY, FAIL_BUT_FLAKY, MISSING):
             if counts[label]:
                 notes.append(f"{counts[label]} {label.lower().replace('_', ' ')}")
+    if problems:  # failed tests, the gate itself found nothing
+        return False, "FAILED: " + ", ".join(problems) + "; gate: " + ", ".join(notes)
     return True, "PASSED" + (": " + ", ".join(notes) if notes else "")
 
 
@@ -658,10 +662,14 @@ def _repro_of(verdict: CaseVerdict, labels: Iterable[str]) -> str:
 
 def render_markdown(result: GateResult | None, run: Mapping[Key, RunCase], *, failed_tests: int = 0,
                     strict_improved: bool = False, expected_path: Path | None = None,
-                    shard_line: str = "", update_line: str = "", repro_prefix: str = "pytest") -> str:
+                    shard_line: str = "", update_line: str = "", repro_prefix: str = "pytest",
+                    gating: bool = True) -> str:
     """The Markdown summary (fit for ``$GITHUB_STEP_SUMMARY``): verdict, regressions with their
-    repro commands, improved, missing, flaky, then a compact table of all cases."""
-    ok, text = headline(result, failed_tests=failed_tests, strict_improved=strict_improved)
+    repro commands, improved, missing, flaky, then a compact table of all cases.
+
+    ``gating=False`` (``--xla-update-expected``): the verdict is the tests' alone and the sections
+    list the changes written to the expected file."""
+    ok, text = headline(result if gating else None, failed_tests=failed_tests, strict_improved=strict_improved)
     lines = [f"## {'✅' if ok else '❌'} xla-dynamo: {text}", ""]
     facts = []
     if expected_path is not None:
@@ -672,6 +680,9 @@ def render_markdown(result: GateResult | None, run: Mapping[Key, RunCase], *, fa
     lines += [" · ".join(facts), ""]
     if update_line:
         lines += [update_line, ""]
+    if not gating and result is not None:
+        lines += ["Not gating (`--xla-update-expected`): the sections below are the changes against the "
+                  "previous expected file.", ""]
     verdicts = result.verdicts if result is not None else []
 
     def findings_text(verdict: CaseVerdict, labels: Iterable[str]) -> str:
@@ -683,7 +694,12 @@ def render_markdown(result: GateResult | None, run: Mapping[Key, RunCase], *, fa
         if regressions:
             lines += [f"### Regressions ({len(regressions)})", ""]
             for v in regressions:
-                lines.append(f"- **{_case_name(v.key)}**: {findings_text(v, FAILING)}")
+                why = ""
+                if v.run is not None and v.run.message and any(f.what == "status" for f in v.findings
+                                                               if f.label in FAILING):
+                    first = v.run.message.strip().splitlines()[0] if v.run.message.strip() else ""
+                    why = f" — {first[:200]}" if first else ""
+                lines.append(f"- **{_case_name(v.key)}**: {findings_text(v, FAILING)}{why}")
                 repro = _with_prefix(_repro_of(v, FAILING), repro_prefix)
                 if repro:
                     lines += ["", "  ```bash", f"  {repro}", "  ```"]
@@ -875,7 +891,7 @@ class GatingPlugin:
                             f"session ({stats.added} new) in {path}")
 
     def _junit_property(self) -> None:
-        if self.result is None:
+        if self.result is None or self.xcfg.update_expected:
             return
         try:
             from _pytest.junitxml import xml_key
@@ -893,7 +909,7 @@ class GatingPlugin:
         text = render_markdown(self.result, self.run_cases, failed_tests=self.failed_tests,
                                strict_improved=self.xcfg.strict_improved, expected_path=self.xcfg.expected,
                                shard_line=self.shard_line, update_line=self.update_line,
-                               repro_prefix=self.repro_prefix)
+                               repro_prefix=self.repro_prefix, gating=not self.xcfg.update_expected)
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if step_summary and Path(step_summary).resolve() == path.resolve():
             # GitHub's job summary file is appended to by every step (`>> $GITHUB_STEP_SUMMARY`)
@@ -914,11 +930,16 @@ class GatingPlugin:
         tr.section("xla-dynamo gate")
         if self.xcfg.shard is not None:
             tr.write_line(self.shard_line)
+        updating = self.xcfg.update_expected
+        if result is not None and updating:
+            changed = result.with_label(*FAILING, IMPROVED, *FLAKY_LABELS)
+            tr.write_line("changes against the previous expected file (written, not gating):" if changed else
+                          "no changes against the previous expected file")
         if result is not None:
             counts = result.counts()
-            if self.xcfg.update_expected:
-                tr.write_line("changes against the previous expected file (written, not gating):")
-            tr.write_line("cases: " + ", ".join(f"{counts[label]} {label}" for label in SEVERITY if counts[label]))
+            if not updating:
+                tr.write_line("cases: " + ", ".join(f"{counts[label]} {label}" for label in SEVERITY
+                                                    if counts[label]))
             prefix = self.repro_prefix
             for title, labels in (("REGRESSION", FAILING), ("IMPROVED", (IMPROVED,)),
                                   ("FLAKY", tuple(FLAKY_LABELS))):
@@ -931,7 +952,7 @@ class GatingPlugin:
                     if repro and title == "REGRESSION":
                         tr.write_line(f"    reproduce: {repro}")
             missing = result.with_label(MISSING)
-            if missing:
+            if missing and not updating:
                 shown = ", ".join(_case_name(v.key) for v in missing[:5])
                 more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
                 noun = "case" if len(missing) == 1 else "cases"
@@ -940,7 +961,7 @@ class GatingPlugin:
             tr.write_line(self.update_line)
         if self.xcfg.summary is not None:
             tr.write_line(f"xla-dynamo: summary written to {self.xcfg.summary}")
-        if result is not None and not self.xcfg.update_expected:
+        if result is not None and not updating:
             failed = result.failed(self.xcfg.strict_improved)
             text = headline(result, failed_tests=0, strict_improved=self.xcfg.strict_improved)[1]
             if failed:
@@ -948,4 +969,4 @@ class GatingPlugin:
             else:
                 tr.write_line(f"xla-dynamo gate {text}", green=True)
         elif result is not None:
-            tr.write_line("xla-dynamo gate: not gating (--xla-update-expected); the changes above were written")
+            tr.write_line("xla-dynamo gate: not gating (--xla-update-expected)")

@@ -342,7 +342,7 @@ class IsolationPlugin:
 _BOOTSTRAP = r"""
 import json, sys, traceback
 code_path, result_path = sys.argv[1], sys.argv[2]
-sys.argv = [code_path]
+sys.argv = [code_path, *sys.argv[3:]]
 namespace = {"__name__": "__main__", "__file__": code_path}
 try:
     with open(code_path, encoding="utf-8") as fh:

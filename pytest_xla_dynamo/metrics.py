@@ -7,6 +7,11 @@ from typing import Any
 
 # torch_xla metrics whose sample count is a graph statistic (not a duration)
 XLA_COUNT_METRICS = ("CompileTime", "ExecuteTime")
+# torch_xla metrics whose sample count is a graph statistic but whose total is not a duration:
+# TensorsGraphSize: one sample per lazy graph cut (compiled, or found in the compilation cache);
+# RunCachedGraphInputData: one sample per run of a dynamo-compiled graph. Unlike the counters
+# (UncachedCompile, CachedCompile, aten::*), metrics survive the dynamo bridge's clear_counters().
+XLA_SAMPLE_METRICS = ("TensorsGraphSize", "RunCachedGraphInputData")
 # counters that are graph statistics; aten::* (CPU fallbacks) and xla::* are taken as a family
 XLA_COUNTERS = ("UncachedCompile", "CachedCompile", "DynamoExtractCompiledGraph", "MarkStep")
 ITEM_FALLBACK = "aten::_local_scalar_dense"  # only .item(): listed apart from real fallbacks
@@ -26,7 +31,7 @@ class Snapshot:
         torch_xla's dynamo bridge clears the XLA *counters* while it compiles (to spot fallbacks);
         a counter lower than before was cleared, and counts from zero: its value is the delta.
         """
-        xla = {}
+        xla: dict[str, int] = {}
         for k, v in self.xla.items():
             old = before.xla.get(k, 0)
             diff = v if v < old else v - old
@@ -34,10 +39,10 @@ class Snapshot:
                 xla[k] = diff
         dynamo: dict[str, dict[str, int]] = {}
         for group, values in self.dynamo.items():
-            old = before.dynamo.get(group, {})
-            diff = {k: v - old.get(k, 0) for k, v in values.items() if v - old.get(k, 0)}
-            if diff:
-                dynamo[group] = diff
+            prev = before.dynamo.get(group, {})
+            changed = {k: v - prev.get(k, 0) for k, v in values.items() if v - prev.get(k, 0)}
+            if changed:
+                dynamo[group] = changed
         seconds = {k: v - before.seconds.get(k, 0.0) for k, v in self.seconds.items()}
         return Snapshot(xla, dynamo, seconds)
 
@@ -93,4 +98,8 @@ def snapshot() -> Snapshot:
             if data is not None:
                 xla[name] = int(data[0])
                 seconds[name] = float(data[1]) / 1e9
+        for name in XLA_SAMPLE_METRICS:
+            data = met.metric_data(name)
+            if data is not None:
+                xla[name] = int(data[0])
     return Snapshot(xla, dynamo, seconds)

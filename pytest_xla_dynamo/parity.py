@@ -11,14 +11,15 @@ outputs. Statuses use the harness's vocabulary; the first diverging tensor is na
 from __future__ import annotations
 
 import copy
+import dataclasses
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo import metrics, zoo
 from pytest_xla_dynamo.backends import Backend
 from pytest_xla_dynamo.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
 from pytest_xla_dynamo.config import DEFAULT_SEED, XlaConfig, get_config
@@ -65,6 +66,7 @@ class ParityResult:
     runs: list[str] = field(default_factory=list)
     flaky: bool = False
     exception: BaseException | None = None
+    compiles: int | None = None  # XLA compilations this check caused (CompileTime samples)
 
     @property
     def ok(self) -> bool:
@@ -104,14 +106,18 @@ def collect(model: torch.nn.Module, out: Any, loss: Any, mode: str) -> TensorSet
     return tensors
 
 
-def run_trace(case: PreparedCase, steps: int) -> list[TensorSet]:
-    """Reset ``case`` to its initial weights, run ``steps`` steps and collect each one."""
+def iter_trace(case: PreparedCase, steps: int) -> Iterator[TensorSet]:
+    """Reset ``case`` to its initial weights, run ``steps`` steps and yield each one's tensors
+    (a generator, so that a caller comparing step by step holds one step at a time)."""
     case.reset()
-    trace = []
     for _ in range(steps):
         out, loss = case.step()
-        trace.append(collect(case.model, out, loss, case.mode))
-    return trace
+        yield collect(case.model, out, loss, case.mode)
+
+
+def run_trace(case: PreparedCase, steps: int) -> list[TensorSet]:
+    """All steps of :func:`iter_trace`."""
+    return list(iter_trace(case, steps))
 
 
 def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -149,10 +155,14 @@ def compare_tensor(name: str, ref: torch.Tensor, res: torch.Tensor, fp64: torch.
     return f"{name}: max abs err {err:.1e} > atol {tol.tol:.0e} (rtol {tol.tol:.0e}){detail}"
 
 
-def compare_traces(ref: list[TensorSet], res: list[TensorSet], fp64: list[TensorSet] | None,
+def compare_traces(ref: Sequence[TensorSet], res: Iterable[TensorSet], fp64: Sequence[TensorSet] | None,
                    tol: Tolerance) -> tuple[int, str, str, float] | None:
-    """The first diverging tensor: (step, name, message, max abs err), or None when all match."""
-    for step, (ref_step, res_step) in enumerate(zip(ref, res, strict=True), start=1):
+    """The first diverging tensor: (step, name, message, max abs err), or None when all match.
+
+    ``res`` may be a generator (:func:`iter_trace`): it is consumed one step at a time, and not
+    beyond the first divergence.
+    """
+    for step, (ref_step, res_step) in enumerate(zip(ref, res, strict=False), start=1):
         missing = [n for n in ref_step if n not in res_step]
         if missing:
             return step, missing[0], f"step {step}, {missing[0]}: missing in the backend's results", float("nan")
@@ -173,11 +183,6 @@ def compare_traces(ref: list[TensorSet], res: list[TensorSet], fp64: list[Tensor
 def _fp64(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     model = copy.deepcopy(model).double()
     return model, tuple(t.double() if t.is_floating_point() else t for t in inputs)
-
-
-def _as_dtype(trace: list[TensorSet], like: list[TensorSet]) -> list[TensorSet]:
-    return [{n: t.to(like[i][n].dtype) if n in like[i] and t.is_floating_point() else t for n, t in step.items()}
-            for i, step in enumerate(trace)]
 
 
 @dataclass
@@ -277,14 +282,15 @@ class ParityEngine:
 
         try:
             first = run_trace(PreparedCase(key, spec, eager, model, inputs), steps)
-            second = run_trace(PreparedCase(key, spec, eager, model, inputs), steps)
+            # the second run is compared step by step, never held whole
+            for step, (a, b) in enumerate(zip(first, iter_trace(PreparedCase(key, spec, eager, model, inputs),
+                                                                 steps), strict=True), start=1):
+                for name in a:
+                    if not same(a[name], b[name], tol=0, equal_nan=True, log_error=lambda *x, **k: None):
+                        return Reference(first, None, "eager_two_runs_differ",
+                                         f"step {step}, {name}: two eager runs differ")
         except Exception as exc:  # recorded as the harness's status, then re-raised by the caller
             return Reference([], None, "eager_fail_to_run", f"eager {spec.name}: {exc!r}", exc)
-        for step, (a, b) in enumerate(zip(first, second, strict=True), start=1):
-            for name in a:
-                if not same(a[name], b[name], tol=0, equal_nan=True, log_error=lambda *x, **k: None):
-                    return Reference(first, None, "eager_two_runs_differ",
-                                     f"step {step}, {name}: two eager runs differ")
         fp64_model, fp64_inputs = _fp64(model, inputs)
         fp64_trace = run_trace(PreparedCase(key, spec, eager, fp64_model, fp64_inputs), steps)
         return Reference(first, fp64_trace)
@@ -302,6 +308,7 @@ class ParityEngine:
             atol, rtol = kw.get("atol"), kw.get("rtol")
             if (atol is None) != (rtol is None):
                 raise pytest.UsageError("@pytest.mark.xla_tolerance: give both atol= and rtol= (or tol=)")
+            assert atol is not None and rtol is not None
             return Tolerance(atol=float(atol), rtol=float(rtol), source="marker")
         if self.xcfg.tolerance is not None:
             return Tolerance(tol=self.xcfg.tolerance, source="--xla-tolerance")
@@ -321,7 +328,15 @@ class ParityEngine:
         ref = self.reference(spec, mode, steps, extra_patches, cache=shared)
         if ref.status != "pass":
             return ParityResult(ref.status, ref.message, tolerance=tol, exception=ref.exception)
-        fp64 = _as_dtype(ref.fp64, ref.trace) if ref.fp64 is not None else None
+        fp64 = ref.fp64  # float64: same() applies its RMSE rule only to a float64 reference
+        before = metrics.snapshot()
+        result = self._run_backend(spec, backend, mode, extra_patches, shared, steps, ref, fp64, tol)
+        result.compiles = metrics.snapshot().delta(before).count("CompileTime")
+        return result
+
+    def _run_backend(self, spec: zoo.ModelSpec, backend: Backend, mode: str, extra_patches: Sequence[str],
+                     shared: bool, steps: int, ref: Reference, fp64: list[TensorSet] | None,
+                     tol: Tolerance) -> ParityResult:
         try:
             if shared:
                 case = self.prepared(spec, backend, mode, extra_patches)
@@ -333,12 +348,11 @@ class ParityEngine:
         results = []
         for _ in range(self.xcfg.accuracy_runs):
             try:
-                trace = run_trace(case, steps)
+                diff = compare_traces(ref.trace, iter_trace(case, steps), fp64, tol)
             except Exception as exc:  # recorded as fail_to_run, then re-raised by the caller
                 results.append(ParityResult("fail_to_run", f"{backend.name}: {exc!r}", tolerance=tol,
                                             exception=exc))
                 continue
-            diff = compare_traces(ref.trace, trace, fp64, tol)
             if diff is None:
                 results.append(ParityResult("pass", tolerance=tol))
             else:
@@ -389,7 +403,7 @@ class XlaParity:
         record_case(self.item, CaseRecord(
             suite="parity", name=spec.name, backend=backend.name, mode=mode, status=result.status,
             repro=repro, message=result.message, dev=backend.device_kind, batch_size=spec.batch(xcfg.tier),
-            tier=xcfg.tier, flaky=result.flaky,
+            tier=xcfg.tier, flaky=result.flaky, compiles=result.compiles,
             extra={"tolerance": result.tolerance.describe(), "runs": result.runs, "tensor": result.tensor,
                    "max_abs_err": result.max_abs_err, "step": result.step}))
         if check and not result.ok:
@@ -419,11 +433,13 @@ class XlaParity:
             backend = backend_registry(self.request.config).get(backend)
         assert isinstance(backend, Backend)
         frozen_inputs = tuple(t.detach().clone() for t in inputs)
+        batch = int(frozen_inputs[0].shape[0]) if frozen_inputs and frozen_inputs[0].dim() else 1
         spec = zoo.ModelSpec(
-            name=name or getattr(model_factory, "__name__", "user_model"), source="user",
+            name=name or str(getattr(model_factory, "__name__", "user_model")), source="user",
             build_model=lambda tier: model_factory(), build_inputs=lambda tier, bs: frozen_inputs,
-            batch_size={"small": int(frozen_inputs[0].shape[0]) if frozen_inputs and frozen_inputs[0].dim()
-                        else 1, "full": 1}, **({"loss": loss} if loss is not None else {}))
+            batch_size={"small": batch, "full": batch})
+        if loss is not None:
+            spec = dataclasses.replace(spec, loss=loss)
         result = self.engine.run(spec, backend, mode, self.item, shared=False, steps=steps)
         return self._finish(spec, backend, mode, result, check)
 

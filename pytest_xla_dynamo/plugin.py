@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -18,6 +18,7 @@ import pytest
 from pytest_xla_dynamo import backends as _backends
 from pytest_xla_dynamo import config as _config
 from pytest_xla_dynamo import devices, hookspecs, patches, zoo
+from pytest_xla_dynamo.isolation import xla_subprocess  # noqa: F401  (fixture: a snippet in a fresh interpreter)
 from pytest_xla_dynamo.records import WORKEROUTPUT_KEY, get_store
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ MARKERS = (
     "xla_known_issue(id, **entry): this test reproduces a known issue (strict xfail where affected)",
     "xla_isolated: run this test in a fresh interpreter (a crash is reported, not fatal)",
     "xla_shared_case: the test reuses the plugin's prepared (compiled) models: dynamo is not reset",
+    "xdist_group(name): pytest-xdist's group (the plugin groups each model's tests on one worker)",
 )
 
 # Fixtures whose use makes a test an XLA test (skipped without torch_xla, isolated per test).
@@ -145,7 +147,8 @@ def _marker_values(metafunc: pytest.Metafunc, name: str) -> list[str] | None:
 
 def _validated(metafunc: pytest.Metafunc, marker: str, values: list[str], valid: list[str],
                aliases: dict[str, str] | None = None) -> list[str]:
-    good, bad = [], []
+    good: list[str] = []
+    bad: list[str] = []
     for value in values:
         value = (aliases or {}).get(value, value)
         (good if value in valid else bad).append(value)
@@ -216,7 +219,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 def _deselect_modes(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect tests whose ``xla_mode`` is not in ``--xla-modes``."""
     modes = xla_config(config).modes
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         marker = item.get_closest_marker("xla_mode")
         (drop if marker is not None and not set(marker.args) <= set(modes) else keep).append(item)
@@ -346,9 +350,6 @@ def xla_parity(request: pytest.FixtureRequest) -> Any:
     from pytest_xla_dynamo.parity import XlaParity
 
     return XlaParity(request)
-
-
-from pytest_xla_dynamo.isolation import xla_subprocess  # noqa: E402,F401  (fixture: snippet in a fresh interpreter)
 
 
 # --- xdist ------------------------------------------------------------------------------------------

@@ -82,9 +82,9 @@ class TensorMode:
             state = {n: mode.from_tensor(t) for n, t in [*model.named_parameters(), *model.named_buffers()]}
             fake_inputs = [mode.from_tensor(t) for t in xla_inputs]
             params = {n: state[n] for n, p in model.named_parameters() if p.requires_grad}
-            out = torch.func.functional_call(model, state, tuple(fake_inputs))
-            grads = torch.autograd.grad(loss_fn(out), list(params.values()), allow_unused=True)
-            return _signature(out, dict(zip(params, grads, strict=True)))
+            fake_out = torch.func.functional_call(model, dict[str, torch.Tensor](state), tuple(fake_inputs))
+            fake_grads = torch.autograd.grad(loss_fn(fake_out), list(params.values()), allow_unused=True)
+            return _signature(fake_out, dict(zip(params, fake_grads, strict=True)))
 
 
 def get_tensor_mode(name: str) -> TensorMode:

@@ -25,11 +25,19 @@ imported inside the factories, so ``--help``, collection and option validation s
 work where the ML stack is missing (``ModelSpec.missing_requirements`` then names what is
 missing).
 
-A note on the image sizes of the small tier: torch_xla lowers ``adaptive_avg_pool2d`` only when
-the input size is a multiple of the output size; otherwise the op (and its backward) falls back
-to CPU (counters ``aten::_adaptive_avg_pool2d*``). alexnet (``AdaptiveAvgPool2d(6)``) and vgg16
-(``AdaptiveAvgPool2d(7)``) therefore get inputs whose final feature map is exactly 6x6 resp. 7x7;
-the other torchvision models pool to 1x1 and take any size.
+Image sizes of the small tier (measured with ``benchmarks/zoo_probe.py --xla`` on 2 CPU cores):
+
+* The first XLA:CPU training step is dominated by compilation, which grows with the number of ops
+  and somewhat with the spatial size; resnet50, resnext50_32x4d, mobilenet_v2 and mnasnet1_0 take
+  32x32 images (at 64x64 their first step took 20-25 s), resnet18 64x64.
+* torch_xla lowers ``adaptive_avg_pool2d`` only when the input size is a multiple of the output
+  size; otherwise the op and its backward fall back to CPU (counters
+  ``aten::_adaptive_avg_pool2d*``) and the step splits into several graphs (vgg16 at 32x32: three
+  compilations, 2.5x the compile time of 224x224). alexnet (``AdaptiveAvgPool2d(6)``) and vgg16
+  (``AdaptiveAvgPool2d(7)``) therefore keep 224x224 inputs, whose final feature maps are exactly
+  6x6 and 7x7; vgg16 with batch 1, as its steps are the slowest of the zoo anyway (XLA:CPU
+  convolutions; its 120M classifier parameters do not shrink with the input). The other
+  torchvision models pool to 1x1 and take any size.
 """
 
 from __future__ import annotations
@@ -516,6 +524,9 @@ def _vit_spec() -> ModelSpec:
 
 
 def _builtin_specs() -> list[ModelSpec]:
+    # Small-tier images are at least 64x64: these nets downsample by 32, and at 32x32 (1x1 at the end)
+    # their last BatchNorms normalise over batch x 1 x 1 = 2 values, where even fp32 eager is 5e-2 away
+    # from fp64 on the loss; at 64x64 they see 8 values per channel.
     return [
         _torchvision_spec("resnet18", small_res=64, has_dropout=False),
         _torchvision_spec("resnet50", small_res=64, has_dropout=False),

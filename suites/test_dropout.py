@@ -1,5 +1,7 @@
 """Dropout on XLA itself (the seed's pytorch#90097 class of bug: a cached graph replaying one mask)."""
 
+from itertools import pairwise
+
 import pytest
 import torch
 
@@ -28,11 +30,11 @@ def test_dropout_masks_change_per_step(xla_backend, xla_device, xla_config_obj):
     x = torch.ones(64, 64, device=xla_device)
     fn(x)  # compile outside the seeded runs: compiling may draw random numbers of its own
     first = _masks(fn, x, xla_config_obj.seed)
-    for step, (a, b) in enumerate(zip(first, first[1:]), start=1):
+    for step, (a, b) in enumerate(pairwise(first), start=1):
         assert not torch.equal(a, b), f"{xla_backend.name}: step {step + 1} replayed the mask of step {step}"
     for step, mask in enumerate(first, start=1):
         rate = mask.float().mean().item()
         assert 0.4 < rate < 0.6, f"{xla_backend.name}: step {step} dropped {rate:.0%} of elements, p=0.5"
     again = _masks(fn, x, xla_config_obj.seed)
-    assert all(torch.equal(a, b) for a, b in zip(first, again)), (
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True)), (
         f"{xla_backend.name}: torch_xla.manual_seed({xla_config_obj.seed}) did not reproduce the masks")

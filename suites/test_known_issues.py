@@ -295,3 +295,26 @@ def test_sync_inside_compile_no_graph_break(xla_device: Any) -> None:
     reasons = "; ".join(str(b.reason).splitlines()[0] for b in explained.break_reasons)
     assert explained.graph_break_count == 0, (
         f"torch_xla.sync() inside a compiled function is a graph break ({explained.graph_count} graphs: {reasons})")
+
+
+# --- found by the parity suites ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["trace_everytime", "trace_once"])
+def test_batchnorm_running_var_is_unbiased(xla_device: Any, backend: str) -> None:
+    """local:xla-batchnorm-biased-running-var: BatchNorm2d.train() on XLA updates running_var with the
+    biased batch variance; PyTorch (CPU, CUDA) uses the unbiased one (n / (n - 1))."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 8, 8) * 3
+    cpu = nn.BatchNorm2d(4)
+    cpu(x)
+    xla = nn.BatchNorm2d(4).to(xla_device)
+    fn = torch.compile(xla, backend="openxla") if backend == "trace_once" else xla
+    fn(x.to(xla_device))
+    _sync()
+    got = xla.running_var.cpu()
+    biased = 0.9 + 0.1 * x.var(dim=(0, 2, 3), unbiased=False)
+    torch.testing.assert_close(xla.running_mean.cpu(), cpu.running_mean)
+    assert torch.allclose(got, cpu.running_var, rtol=1e-5, atol=1e-6), (
+        f"running_var {got.tolist()} is the biased estimate {biased.tolist()}; "
+        f"PyTorch's (unbiased) running_var is {cpu.running_var.tolist()}")

@@ -287,7 +287,8 @@ def test_markdown_lists_regressions_first_with_repro() -> None:
     expected = g.parse_expected(_expected("a,b,train,pass,,,,,,", "z,b,train,fail_to_run,,,,,,",
                                           "gone,b,infer,pass,,,,,,"))
     run = g.cases_from_records([
-        _rec("parity", "a", backend="b", status="fail_accuracy", repro="pytest suites/t.py::t[a-b] --xla-backend=b"),
+        _rec("parity", "a", backend="b", status="fail_accuracy", repro="pytest suites/t.py::t[a-b] --xla-backend=b",
+             message="step 1, grad fc.weight: max abs err 3e-2 > atol 1e-4\nSECOND-LINE"),
         _rec("parity", "z", backend="b", status="pass", flaky=True, extra={"runs": ["pass", "pass", "fail_to_run"]}),
     ])
     result = g.compare(expected, run)
@@ -296,6 +297,8 @@ def test_markdown_lists_regressions_first_with_repro() -> None:
     order = [text.index(h) for h in ("### Regressions (1)", "### Missing (1)", "### Flaky (1)", "### All cases")]
     assert order == sorted(order)
     assert "python -m pytest_xla_dynamo suites/t.py::t[a-b] --xla-backend=b" in text
+    assert "- **a · b · train**: status pass -> fail_accuracy — step 1, grad fc.weight: max abs err 3e-2" in text
+    assert "SECOND-LINE" not in text
     assert "runs: pass, pass, fail_to_run" in text
     assert "| gone | b | infer | (pass) |" in text
     ok = g.render_markdown(g.compare(expected, {}), {})
@@ -473,7 +476,7 @@ def test_improved_reported_and_failing_only_when_strict(pytester: pytest.Pyteste
         "PASS_BUT_FLAKY * m_col · trace_once · train: status fail_to_run -> pass (flaky)",
         "FAIL_BUT_FLAKY * m_vote · trace_once · train: status pass -> fail_accuracy (flaky)",
         "MISSING * 2 cases (m_gone · trace_once · train, m_new · trace_once · train); reported, not failing",
-        "*xla-dynamo gate PASSED: 1 cases as expected, 2 improved, 1 pass but flaky, 1 fail but flaky, 2 missing",
+        "*xla-dynamo gate PASSED: 1 case as expected, 2 improved, 1 pass but flaky, 1 fail but flaky, 2 missing",
     ])
     summary = pytester.path.joinpath("s.md").read_text()
     assert summary.startswith("## ✅ xla-dynamo: PASSED")
@@ -499,13 +502,19 @@ def test_partial_update_keeps_rows_then_gates_green(pytester: pytest.Pytester) -
                     "m3,trace_once,train,pass,0,1,0,0,false,", "zz,trace_once,infer,pass,,,,,false,")
     _write(pytester, UPDATE_CASES, old)
     update = pytester.runpytest_subprocess("-p", "no:xdist", "--xla-expected=expected.csv", "--xla-update-expected",
-                                           "-k", "m1 or m2")
+                                           "-k", "m1 or m2", "--xla-summary=s.md")
     update.assert_outcomes(passed=2, deselected=1)
     assert update.ret == 0  # updating does not gate
     update.stdout.fnmatch_lines([
         "changes against the previous expected file (written, not gating):",
+        "REGRESSION * m1 · trace_once · train: status pass -> fail_accuracy; graph breaks 0 -> 1; unique graphs 1 -> 2",
         "xla-dynamo: updated 2 rows, kept 2 rows not run in this session (0 new) in expected.csv",
+        "xla-dynamo gate: not gating (--xla-update-expected)",
     ])
+    assert "MISSING" not in update.stdout.str().split("xla-dynamo gate ===")[-1]
+    summary = pytester.path.joinpath("s.md").read_text()
+    assert summary.startswith("## ✅ xla-dynamo: PASSED\n")  # the tests passed; updating does not gate
+    assert "updated 2 rows, kept 2 rows not run in this session" in summary and "Not gating" in summary
     text = pytester.path.joinpath("expected.csv").read_text()
     assert text == _expected("m1,trace_once,train,fail_accuracy,1,2,0,0,false,",
                              "m2,trace_once,train,pass,0,1,0,0,true,issue-7",
@@ -594,3 +603,17 @@ def test_shards_in_sessions(pytester: pytest.Pytester) -> None:
     run.assert_outcomes(passed=len(plain))
     assert sorted(re.findall(r"PASSED (\S+)", run.stdout.str())) == sorted(plain)
     run.stdout.fnmatch_lines([f"shard 2/3: {len(plain)} of 10 tests"])
+
+
+def test_headline_tells_test_failures_from_gate_failures() -> None:
+    expected = g.parse_expected(_expected("a,b,train,pass,,,,,,", "c,b,train,fail_accuracy,,,,,,"))
+    same = g.cases_from_records([_rec("parity", "a", backend="b", status="pass"),
+                                 _rec("parity", "c", backend="b", status="fail_accuracy")])
+    ok = g.compare(expected, same)
+    assert g.headline(ok, failed_tests=0, strict_improved=False) == (True, "PASSED: 2 cases as expected")
+    assert g.headline(ok, failed_tests=1, strict_improved=False) == (
+        False, "FAILED: 1 failed test; gate: 2 cases as expected")
+    worse = g.compare(expected, g.cases_from_records([_rec("parity", "a", backend="b", status="fail_to_run")]))
+    assert g.headline(worse, failed_tests=2, strict_improved=False) == (
+        False, "FAILED: 1 regression, 2 failed tests")
+    assert g.headline(None, failed_tests=0, strict_improved=False) == (True, "PASSED")

@@ -227,11 +227,11 @@ def test_forward_cli_keeps_plugin_ini_and_config_options_only() -> None:
 def test_xla_subprocess_run_returns_the_result(xla_subprocess: XlaSubprocess) -> None:
     result = xla_subprocess.run("""
         import os, sys
-        print("out", os.environ["PJRT_DEVICE"])
+        print("out", os.environ["PJRT_DEVICE"], sys.argv[1:])
         print("err", file=sys.stderr)
-    """, timeout=60)
+    """, timeout=60, args=["a", "b"])
     assert result.ok and result.returncode == 0 and result.signal is None and result.error is None
-    assert result.stdout.strip() == "out CPU"
+    assert result.stdout.strip() == f"out {os.environ.get('PJRT_DEVICE', 'CPU')} ['a', 'b']"
     assert result.stderr.strip() == "err"
 
 

@@ -102,9 +102,19 @@ def test_module_runs_one_suite_file_and_loads_the_plugin_once(tmp_path: Path, re
     off = _run([sys.executable, "-m", "pytest_xla_dynamo", f"suites/{smallest}", *COLLECT], tmp_path,
                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     assert _ids(off) == expected
-    # the user's own -p xla_dynamo is not duplicated (a second registration would be an error)
-    mine = _run([sys.executable, "-m", "pytest_xla_dynamo", smallest, "-p", "xla_dynamo", *COLLECT], tmp_path)
+    # the user's own -p xla_dynamo is not duplicated (a second registration would be an error); the
+    # session knows it was launched by the module (repro commands then start "python -m pytest_xla_dynamo")
+    (tmp_path / "probe.py").write_text(
+        "from pytest_xla_dynamo.__main__ import launched_by_main\n"
+        "def pytest_collection_finish(session):\n"
+        "    print('LAUNCHED-BY-MAIN', launched_by_main(session.config))\n")
+    mine = _run([sys.executable, "-m", "pytest_xla_dynamo", smallest, "-p", "xla_dynamo", "-p", "probe", *COLLECT],
+                tmp_path, PYTHONPATH=str(tmp_path))
     assert _ids(mine) == expected
+    assert "LAUNCHED-BY-MAIN True" in mine.stdout
+    plain = _run([sys.executable, "-m", "pytest", str(SUITES / smallest), "-p", "probe", *COLLECT], tmp_path,
+                 PYTHONPATH=str(tmp_path))
+    assert "LAUNCHED-BY-MAIN False" in plain.stdout
 
 
 def test_prints_the_installed_folders(tmp_path: Path) -> None:

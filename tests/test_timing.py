@@ -219,10 +219,12 @@ def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest
 def test_benchmark_disable_runs_once_and_records_not_measured(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess(
         *COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-modes=train", "--xla-repeat=3",
-        "--benchmark-disable", "--xla-report=table,json", "--xla-report-dir=rep", timeout=TIMEOUT)
+        "--iterations-per-run=3", "--benchmark-disable", "--xla-report=table,json", "--xla-report-dir=rep",
+        timeout=TIMEOUT)
     result.assert_outcomes(passed=1)
     (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
     assert record["status"] == timing.NOT_MEASURED
+    assert record["iterations_per_run"] == 3  # the seed's spelling of --xla-iterations-per-run
     assert record["speedup"] is None and record["abs_latency"] is None and record["spread"] is None
     assert len(record["extra"]["backend_runs_ms"]) == 1 and len(record["extra"]["baseline_runs_ms"]) == 1
     assert "--benchmark-disable" in record["extra"]["timer"]
