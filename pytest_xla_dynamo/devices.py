@@ -9,6 +9,7 @@ process with its own PJRT client. Nothing here touches a device at import or col
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from functools import cache
 from typing import TYPE_CHECKING
@@ -52,6 +53,9 @@ def ensure_runtime() -> torch.device:
     import torch_xla
 
     device = torch_xla.device()
+    # torch (re)configures its structured-trace logger (TORCH_TRACE) on import: a DEBUG record per
+    # compile event, which pytest's log capture would otherwise keep and print with every failure
+    logging.getLogger("torch.__trace").propagate = False
     _runtime_up = True
     return device
 

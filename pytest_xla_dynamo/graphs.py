@@ -189,7 +189,7 @@ def conformance_problems(backend: Backend, mode: str, signature: Mapping[str, An
 
 
 def _flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(value, Mapping) and value:
+    if isinstance(value, Mapping) and (value or not path):
         for key in sorted(value, key=str):
             yield from _flatten(value[key], f"{path}.{key}" if path else str(key))
     elif isinstance(value, list) and value and all(isinstance(v, Mapping) and "step" in v for v in value):
@@ -206,11 +206,14 @@ _MISSING = object()
 def diff_signatures(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Which counters changed, from what to what: ``"xla.steady_step.executions: 4 -> 5"``."""
     before, after = dict(_flatten(old)), dict(_flatten(new))
+    keys = set(before) | set(after)
     changes = []
-    for key in sorted(set(before) | set(after)):
+    for key in sorted(keys):
         a, b = before.get(key, _MISSING), after.get(key, _MISSING)
         if a == b:
             continue
+        if {} in (a, b) and _MISSING in (a, b) and any(k.startswith(f"{key}.") for k in keys):
+            continue  # an empty mapping that gained (or lost) entries: the entries say it
         if a is _MISSING:
             changes.append(f"{key}: (new) {json.dumps(b, sort_keys=True)}")
         elif b is _MISSING:

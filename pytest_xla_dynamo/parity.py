@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import shlex
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -155,25 +155,19 @@ def compare_tensor(name: str, ref: torch.Tensor, res: torch.Tensor, fp64: torch.
     return f"{name}: max abs err {err:.1e} > atol {tol.tol:.0e} (rtol {tol.tol:.0e}){detail}"
 
 
-def compare_traces(ref: Sequence[TensorSet], res: Iterable[TensorSet], fp64: Sequence[TensorSet] | None,
-                   tol: Tolerance) -> tuple[int, str, str, float] | None:
-    """The first diverging tensor: (step, name, message, max abs err), or None when all match.
-
-    ``res`` may be a generator (:func:`iter_trace`): it is consumed one step at a time, and not
-    beyond the first divergence.
-    """
-    for step, (ref_step, res_step) in enumerate(zip(ref, res, strict=False), start=1):
-        missing = [n for n in ref_step if n not in res_step]
-        if missing:
-            return step, missing[0], f"step {step}, {missing[0]}: missing in the backend's results", float("nan")
-        for name, ref_t in ref_step.items():
-            fp64_t = fp64[step - 1].get(name) if fp64 is not None else None
-            problem = compare_tensor(name, ref_t, res_step[name], fp64_t, tol)
-            if problem is not None:
-                res_t = res_step[name]
-                err = (float((res_t.double() - ref_t.double()).abs().max())
-                       if ref_t.shape == res_t.shape and ref_t.numel() else float("nan"))
-                return step, name, f"step {step}, {problem}", err
+def compare_step(step: int, ref: TensorSet, res: TensorSet, fp64: TensorSet | None,
+                 tol: Tolerance) -> tuple[str, str, float] | None:
+    """The first diverging tensor of one step: (name, message, max abs err), or None when all match."""
+    missing = [n for n in ref if n not in res]
+    if missing:
+        return missing[0], f"step {step}, {missing[0]}: missing in the backend's results", float("nan")
+    for name, ref_t in ref.items():
+        problem = compare_tensor(name, ref_t, res[name], fp64.get(name) if fp64 is not None else None, tol)
+        if problem is not None:
+            res_t = res[name]
+            err = (float((res_t.double() - ref_t.double()).abs().max())
+                   if ref_t.shape == res_t.shape and ref_t.numel() else float("nan"))
+            return name, f"step {step}, {problem}", err
     return None
 
 
@@ -187,10 +181,11 @@ def _fp64(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> tuple[torch
 
 @dataclass
 class Reference:
-    """The eager CPU reference of a case: two fp32 runs (must agree) and one fp64 run."""
+    """The eager CPU reference of a case: an fp32 model (whose two runs from the initial weights must
+    agree) and its fp64 copy. Both are stepped in lock-step with the backend, one step held at a time."""
 
-    trace: list[TensorSet]
-    fp64: list[TensorSet] | None
+    eager: PreparedCase | None
+    fp64: PreparedCase | None
     status: str = "pass"
     message: str = ""
     exception: BaseException | None = None
@@ -256,7 +251,8 @@ class ParityEngine:
 
     def reference(self, spec: zoo.ModelSpec, mode: str, steps: int, extra_patches: Sequence[str] = (),
                   cache: bool = True) -> Reference:
-        """The eager reference, computed once per (case, steps) and process (with ``cache``)."""
+        """The eager reference models, built and checked once per (case, steps) and process (with
+        ``cache``): two fp32 runs must agree (else ``eager_two_runs_differ``)."""
         from pytest_xla_dynamo.backends import BUILTIN_BACKENDS
 
         eager = next(b for b in BUILTIN_BACKENDS if b.name == "eager")
@@ -269,31 +265,31 @@ class ParityEngine:
         try:
             model, inputs = self._build(key, spec)
         except Exception as exc:  # recorded as the harness's status, then re-raised by the caller
-            ref = Reference([], None, "model_fail_to_load", f"building {spec.name}: {exc!r}", exc)
+            ref = Reference(None, None, "model_fail_to_load", f"building {spec.name}: {exc!r}", exc)
         else:
-            ref = self._run_reference(key, spec, eager, model, inputs, steps)
+            ref = self._check_reference(key, spec, eager, model, inputs, steps)
         if cache:
             self._references[ref_key] = ref
         return ref
 
-    def _run_reference(self, key: CaseKey, spec: zoo.ModelSpec, eager: Backend, model: torch.nn.Module,
-                       inputs: tuple[torch.Tensor, ...], steps: int) -> Reference:
+    def _check_reference(self, key: CaseKey, spec: zoo.ModelSpec, eager: Backend, model: torch.nn.Module,
+                         inputs: tuple[torch.Tensor, ...], steps: int) -> Reference:
         from torch._dynamo.utils import same
 
         try:
-            first = run_trace(PreparedCase(key, spec, eager, model, inputs), steps)
-            # the second run is compared step by step, never held whole
-            for step, (a, b) in enumerate(zip(first, iter_trace(PreparedCase(key, spec, eager, model, inputs),
-                                                                 steps), strict=True), start=1):
+            first = PreparedCase(key, spec, eager, model, inputs)
+            second = PreparedCase(key, spec, eager, model, inputs)
+            for step, (a, b) in enumerate(zip(iter_trace(first, steps), iter_trace(second, steps), strict=True),
+                                          start=1):
                 for name in a:
                     if not same(a[name], b[name], tol=0, equal_nan=True, log_error=lambda *x, **k: None):
-                        return Reference(first, None, "eager_two_runs_differ",
+                        return Reference(None, None, "eager_two_runs_differ",
                                          f"step {step}, {name}: two eager runs differ")
         except Exception as exc:  # recorded as the harness's status, then re-raised by the caller
-            return Reference([], None, "eager_fail_to_run", f"eager {spec.name}: {exc!r}", exc)
+            return Reference(None, None, "eager_fail_to_run", f"eager {spec.name}: {exc!r}", exc)
+        del second
         fp64_model, fp64_inputs = _fp64(model, inputs)
-        fp64_trace = run_trace(PreparedCase(key, spec, eager, fp64_model, fp64_inputs), steps)
-        return Reference(first, fp64_trace)
+        return Reference(first, PreparedCase(key, spec, eager, fp64_model, fp64_inputs))
 
     def tolerance(self, spec: zoo.ModelSpec, item: pytest.Item | None) -> Tolerance:
         marker = item.get_closest_marker("xla_tolerance") if item is not None else None
@@ -328,15 +324,13 @@ class ParityEngine:
         ref = self.reference(spec, mode, steps, extra_patches, cache=shared)
         if ref.status != "pass":
             return ParityResult(ref.status, ref.message, tolerance=tol, exception=ref.exception)
-        fp64 = ref.fp64  # float64: same() applies its RMSE rule only to a float64 reference
         before = metrics.snapshot()
-        result = self._run_backend(spec, backend, mode, extra_patches, shared, steps, ref, fp64, tol)
+        result = self._run_backend(spec, backend, mode, extra_patches, shared, steps, ref, tol)
         result.compiles = metrics.snapshot().delta(before).count("CompileTime")
         return result
 
     def _run_backend(self, spec: zoo.ModelSpec, backend: Backend, mode: str, extra_patches: Sequence[str],
-                     shared: bool, steps: int, ref: Reference, fp64: list[TensorSet] | None,
-                     tol: Tolerance) -> ParityResult:
+                     shared: bool, steps: int, ref: Reference, tol: Tolerance) -> ParityResult:
         try:
             if shared:
                 case = self.prepared(spec, backend, mode, extra_patches)
@@ -345,20 +339,30 @@ class ParityEngine:
                 case = PreparedCase(key, spec, backend, *self._build(key, spec))
         except Exception as exc:  # recorded as fail_to_run, then re-raised by the caller
             return ParityResult("fail_to_run", f"{backend.name}: {exc!r}", tolerance=tol, exception=exc)
-        results = []
-        for _ in range(self.xcfg.accuracy_runs):
-            try:
-                diff = compare_traces(ref.trace, iter_trace(case, steps), fp64, tol)
-            except Exception as exc:  # recorded as fail_to_run, then re-raised by the caller
-                results.append(ParityResult("fail_to_run", f"{backend.name}: {exc!r}", tolerance=tol,
-                                            exception=exc))
-                continue
-            if diff is None:
-                results.append(ParityResult("pass", tolerance=tol))
-            else:
-                step, name, message, err = diff
-                results.append(ParityResult("fail_accuracy", message, step, name, err, tol))
-        return _vote(results)
+        assert ref.eager is not None and ref.fp64 is not None
+        return _vote([_lockstep(ref.eager, ref.fp64, case, steps, tol, backend)
+                      for _ in range(self.xcfg.accuracy_runs)])
+
+
+def _lockstep(eager: PreparedCase, fp64: PreparedCase, case: PreparedCase, steps: int, tol: Tolerance,
+              backend: Backend) -> ParityResult:
+    """Step eager, its fp64 copy and the backend together from the initial weights; compare each step
+    as it comes (fp64 stays float64: same() applies its RMSE rule only to a float64 reference)."""
+    ref_run, fp64_run, res_run = iter_trace(eager, steps), iter_trace(fp64, steps), iter_trace(case, steps)
+    for step in range(1, steps + 1):
+        try:
+            ref_step, fp64_step = next(ref_run), next(fp64_run)
+        except Exception as exc:  # recorded as the harness's status, then re-raised by the caller
+            return ParityResult("eager_fail_to_run", f"eager: {exc!r}", tolerance=tol, exception=exc)
+        try:
+            res_step = next(res_run)
+        except Exception as exc:  # recorded as fail_to_run, then re-raised by the caller
+            return ParityResult("fail_to_run", f"{backend.name}: {exc!r}", tolerance=tol, exception=exc)
+        diff = compare_step(step, ref_step, res_step, fp64_step, tol)
+        if diff is not None:
+            name, message, err = diff
+            return ParityResult("fail_accuracy", message, step, name, err, tol)
+    return ParityResult("pass", tolerance=tol)
 
 
 def _vote(results: list[ParityResult]) -> ParityResult:

@@ -159,7 +159,6 @@ def test_diff_names_each_changed_counter_from_what_to_what() -> None:
     new["dynamo"]["graph_breaks"] = {"a reason": 1}
     del new["warmup_steps"]
     assert g.diff_signatures(old, new) == [
-        "dynamo.graph_breaks: {} -> (gone)",
         "dynamo.graph_breaks.a reason: (new) 1",
         "warmup_steps: 2 -> (gone)",
         "xla.steady_step.executions: 4 -> 5",
@@ -167,6 +166,12 @@ def test_diff_names_each_changed_counter_from_what_to_what() -> None:
         "xla.warmup[step 2].compile_requests: 2 -> 3",
     ]
     assert g.diff_signatures(old, old) == []
+    gone = json.loads(json.dumps(old))
+    gone["xla"]["steady_step"]["fallbacks"] = {}
+    assert g.diff_signatures(old, gone) == ["xla.steady_step.fallbacks.aten::nonzero: 1 -> (gone)"]
+    del gone["xla"]["steady_step"]["fallbacks"]
+    assert g.diff_signatures(old, gone) == ["xla.steady_step.fallbacks.aten::nonzero: 1 -> (gone)"]
+    assert g.diff_signatures({"a": {}}, {}) == ["a: {} -> (gone)"]
 
 
 # --- the snapshot folder and format ------------------------------------------------------------------
