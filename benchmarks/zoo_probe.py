@@ -13,7 +13,10 @@ mean the model leaves the XLA graph. ``--dynamo`` additionally runs the same ste
 ``torch.compile(backend="openxla")``. Times are wall seconds with the process's CPU seconds in
 parentheses (steadier on a shared machine).
 
-Keep it light on a shared machine: one or two models per invocation.
+Keep it light on a shared machine: one or two models per invocation. Once the XLA:CPU client has
+run a computation, its threads and torch's spinning OpenMP threads fight over the cores: eager CPU
+steps get 2-100x slower and compilations slower too. ``OMP_WAIT_POLICY=PASSIVE`` (set before
+python starts) avoids most of it; the header line shows which of these settings were in force.
 """
 
 from __future__ import annotations
@@ -205,7 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, tier {args.tier}, load {load}", flush=True)
+    env = " ".join(
+        f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "XLA_FLAGS") if k in os.environ
+    )
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, tier {args.tier}, load {load}"
+        + (f", {env}" if env else ""),
+        flush=True,
+    )
     rows = [probe(n, args.tier, args.xla, args.dynamo, args.steps, args.seed) for n in names]
 
     print()

@@ -498,7 +498,20 @@ class ReportPlugin:
         return is_isolated_child(self.config)
 
     def _records(self) -> list[CaseRecord]:
-        return list(get_store(self.config))
+        """The session's records in a stable order (under xdist they arrive as workers finish):
+        models in zoo order, backends in registry order, then modes; unknown names after, by name."""
+        from pytest_xla_dynamo import zoo
+        from pytest_xla_dynamo.config import MODES
+        from pytest_xla_dynamo.plugin import backend_registry
+
+        models = {name: i for i, name in enumerate(zoo.model_names())}
+        backends = {name: i for i, name in enumerate(backend_registry(self.config).names())}
+
+        def key(r: CaseRecord) -> tuple[int, str, int, str, int]:
+            return (models.get(r.name, len(models)), r.name, backends.get(r.backend, len(backends)), r.backend,
+                    MODES.index(r.mode) if r.mode in MODES else len(MODES))
+
+        return sorted(get_store(self.config), key=key)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

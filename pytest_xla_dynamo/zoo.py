@@ -28,10 +28,11 @@ missing).
 Image sizes of the small tier (measured with ``benchmarks/zoo_probe.py --xla`` on 2 CPU cores):
 
 * The first XLA:CPU training step is dominated by compilation, which grows with the number of ops
-  and somewhat with the spatial size: at 64x64, resnet18 compiles in ~13 s, resnet50,
-  resnext50_32x4d, mobilenet_v2 and mnasnet1_0 in ~20-25 s (about 2/3 of that at 32x32). They
-  still take 64x64, not 32x32: they downsample by 32, and at 1x1 their last BatchNorms would
-  normalise over only batch x 1 x 1 = 2 values per channel (see ``_builtin_specs``).
+  and with the spatial size: at 64x64 (with ``OMP_WAIT_POLICY=PASSIVE``, see the probe), resnet18
+  compiles in ~11 s, resnet50 ~18 s, resnext50_32x4d ~25 s, mobilenet_v2 and mnasnet1_0 ~45 s;
+  at 48x48 (same 2x2 final feature map) the depthwise nets take about half and resnet50/resnext
+  about 2/3 of that. They take 64x64, not 32x32: they downsample by 32, and at 1x1 their last
+  BatchNorms would normalise over only batch x 1 x 1 = 2 values per channel (see ``_builtin_specs``).
 * torch_xla lowers ``adaptive_avg_pool2d`` only when the input size is a multiple of the output
   size; otherwise the op and its backward fall back to CPU (counters
   ``aten::_adaptive_avg_pool2d*``) and the step splits into several graphs (vgg16 at 32x32: three
