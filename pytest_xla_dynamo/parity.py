@@ -402,12 +402,16 @@ class XlaParity:
 
     def _finish(self, spec: zoo.ModelSpec, backend: Backend, mode: str, result: ParityResult,
                 check: bool) -> ParityResult:
+        from pytest_xla_dynamo.known_issues import applied_issue
+
         xcfg = self.engine.xcfg
         repro = repro_command(self.item.nodeid, xcfg, backend.name)
+        applied = applied_issue(self.item)
+        known = applied.entry.id if applied is not None and applied.action == "xfail" else ""
         record_case(self.item, CaseRecord(
             suite="parity", name=spec.name, backend=backend.name, mode=mode, status=result.status,
             repro=repro, message=result.message, dev=backend.device_kind, batch_size=spec.batch(xcfg.tier),
-            tier=xcfg.tier, flaky=result.flaky, compiles=result.compiles,
+            tier=xcfg.tier, flaky=result.flaky, compiles=result.compiles, known_issue=known,
             extra={"tolerance": result.tolerance.describe(), "runs": result.runs, "tensor": result.tensor,
                    "max_abs_err": result.max_abs_err, "step": result.step}))
         if check and not result.ok:
