@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
         wall = time.perf_counter() - start
-        tail = [line for line in proc.stdout.splitlines() if line.startswith("=")][-1:]
+        lines = proc.stdout.splitlines()
+        tail = [line for line in lines if line.startswith("=") and (" passed" in line or " failed" in line)][-1:]
+        gate = [line for line in lines if line.startswith("xla-dynamo gate") or "REGRESSION" in line][:5]
         records = [r for r in read_json(Path(tmp) / "xla-dynamo.jsonl") if r.suite == "parity"]
     cases = {r.key for r in records}
     compiles = sum(r.compiles or 0 for r in records)
@@ -54,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         ["XLA compilations (parity checks)", compiles],
         ["compilations per case", f"{compiles / max(len(cases), 1):.1f}"],
         ["statuses", ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))],
-        ["pytest", tail[0].strip("= ") if tail else f"exit {proc.returncode}"],
+        ["pytest", (tail[0].strip("= ") if tail else "") + f" (exit {proc.returncode})"],
     ], tablefmt="github"))
+    for line in gate:
+        print(line)
     return 0
 
 
