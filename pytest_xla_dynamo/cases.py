@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,11 +51,6 @@ class Warmup:
         for snap in self.per_step:
             out = out + snap
         return out
-
-    @property
-    def compile_seconds(self) -> float:
-        """Warm-up wall time beyond a steady step: the first-call (compilation) latency."""
-        return sum(self.step_seconds)
 
 
 def build_model(spec: zoo.ModelSpec, tier: str, seed: int, patch_names: Sequence[str]) -> torch.nn.Module:
@@ -126,7 +121,6 @@ class PreparedCase:
         self.fn: Callable[..., Any] = backend.wrap(self.model)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
         self.warmup: Warmup | None = None
-        self.steps_run = 0
 
     @property
     def batch_size(self) -> int:
@@ -147,7 +141,6 @@ class PreparedCase:
         ended by the backend's sync. Returns (outputs, loss or None)."""
         import torch
 
-        self.steps_run += 1
         if self.mode == "infer":
             with torch.no_grad():
                 out = self.fn(*self.inputs)
@@ -183,7 +176,6 @@ class CaseCache:
 
     def __init__(self) -> None:
         self._cases: dict[CaseKey, PreparedCase] = {}
-        self.created = 0
 
     def get(self, key: CaseKey, make: Callable[[], PreparedCase]) -> PreparedCase:
         case = self._cases.get(key)
@@ -199,11 +191,4 @@ class CaseCache:
                 torch._dynamo.reset()
                 gc.collect()
             case = self._cases[key] = make()
-            self.created += 1
         return case
-
-    def __iter__(self) -> Iterator[PreparedCase]:
-        return iter(self._cases.values())
-
-    def clear(self) -> None:
-        self._cases.clear()

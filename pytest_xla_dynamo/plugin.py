@@ -7,7 +7,6 @@ timing, graphs, known_issues, report, gating); this one wires them into pytest.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -65,9 +64,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     devices.default_pjrt_device()
-    # torch's structured-trace logger (TORCH_TRACE) emits a DEBUG record per compile event; pytest's
-    # log capture would keep them all (slow, and pages of noise in every failure report)
-    logging.getLogger("torch.__trace").propagate = False
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     registry = _backends.default_registry()
@@ -374,7 +370,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if is_worker(config):
         config.workeroutput[WORKEROUTPUT_KEY] = get_store(config).dumps()  # type: ignore[attr-defined]
-
-
-def main() -> None:  # pragma: no cover - convenience for ``python -m pytest_xla_dynamo.plugin``
-    sys.exit(pytest.main())
