@@ -129,8 +129,6 @@ def load() -> str:
 def part1(args: argparse.Namespace, tmp: Path) -> None:
     import pytest
 
-    from pytest_xla_dynamo.timing import spread
-
     grab = Grab()
     json_path = tmp / "inprocess.json"
     start = time.perf_counter()
@@ -139,6 +137,8 @@ def part1(args: argparse.Namespace, tmp: Path) -> None:
     if not grab.records or grab.records[0].abs_latency is None:
         print("no timing record: nothing to compare")
         return
+    from pytest_xla_dynamo.timing import spread  # after pytest.main: the plugin's modules get rewritten
+
     record = grab.records[0]
     case = next(c for c in grab.cases if c.key.backend == record.backend and c.key.mode == args.mode)
     baseline = next(c for c in grab.cases if c.key.backend == record.baseline and c.key.mode == args.mode)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -192,3 +192,7 @@ class CaseCache:
                 gc.collect()
             case = self._cases[key] = make()
         return case
+
+    def __iter__(self) -> Iterator[PreparedCase]:
+        """The cases held now (one model's), for tools that reuse them (benchmarks/harness_overhead.py)."""
+        return iter(self._cases.values())

@@ -325,6 +325,10 @@ def _version(dist: str) -> str | None:
         return None
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL_NUM_THREADS")
+"""Environment variables that change CPU timings (eager's OpenMP pool against XLA:CPU's threads)."""
+
+
 def environment_info(config: pytest.Config | None = None, *, workers: int | None = None) -> dict[str, Any]:
     """Where and how the session ran (no torch import: versions come from the installed metadata).
 
@@ -338,6 +342,7 @@ def environment_info(config: pytest.Config | None = None, *, workers: int | None
         "versions": {dist: _version(dist) for dist in ENV_DISTRIBUTIONS},
         "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", ""),
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+        "threads": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
         "seed": xcfg.seed if xcfg else None,
         "iterations_per_run": xcfg.iterations_per_run if xcfg else None,
         "repeat": xcfg.repeat if xcfg else None,

@@ -361,24 +361,21 @@ def run_timing(request: pytest.FixtureRequest, benchmark: Any, spec: zoo.ModelSp
         "warmup_seconds": [round(s, 4) for s in case.warmup.step_seconds],
         "baseline_warmup_seconds": [round(s, 4) for s in baseline.warmup.step_seconds],
         "compilation_seconds": case.warmup.step_seconds[0],
-        "unique_graph_breaks": counts["unique_graph_breaks"],
         "timed_compiles": measured.recompiles, "xdist_workers": workers, "loadavg_1min": _loadavg(),
     }
+    measured_fields: dict[str, Any] = dict(
+        compilation_latency=comp_latency, unique_graphs=counts["unique_graphs"], graph_breaks=counts["graph_breaks"],
+        unique_graph_breaks=counts["unique_graph_breaks"], calls_captured=counts["calls_captured"],
+        compiles=counts["compiles"], recompiles=measured.recompiles, **base_fields)
     if user_disabled:
         record = CaseRecord(status=NOT_MEASURED, message="--benchmark-disable: run once, not timed",
-                            compilation_latency=comp_latency, unique_graphs=counts["unique_graphs"],
-                            graph_breaks=counts["graph_breaks"], calls_captured=counts["calls_captured"],
-                            compiles=counts["compiles"], recompiles=measured.recompiles, **base_fields,
-                            extra=extra)
+                            **measured_fields, extra=extra)
         return record_case(item, record)
 
     extra["baseline_spread"] = figures.baseline_spread
     record = CaseRecord(
         status="pass", speedup=figures.speedup, abs_latency=figures.abs_latency_ms,
-        baseline_latency=figures.baseline_latency_ms, compilation_latency=comp_latency, spread=figures.spread,
-        unique_graphs=counts["unique_graphs"], graph_breaks=counts["graph_breaks"],
-        calls_captured=counts["calls_captured"], compiles=counts["compiles"], recompiles=measured.recompiles,
-        **base_fields, extra=extra)
+        baseline_latency=figures.baseline_latency_ms, spread=figures.spread, **measured_fields, extra=extra)
     if hasattr(benchmark, "extra_info"):
         benchmark.extra_info.update({
             "model": spec.name, "backend": backend.name, "mode": mode, "baseline_backend": base_backend.name,

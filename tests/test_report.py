@@ -199,7 +199,7 @@ def test_jsonl(records: list[CaseRecord], tmp_path: Path) -> None:
 
 def test_environment_info_keys() -> None:
     env = report.environment_info()
-    for key in ("versions", "PJRT_DEVICE", "XLA_FLAGS", "seed", "iterations_per_run", "repeat", "tier",
+    for key in ("versions", "PJRT_DEVICE", "XLA_FLAGS", "threads", "seed", "iterations_per_run", "repeat", "tier",
                 "python", "platform", "date", "hostname", "cpu_count", "xdist_workers"):
         assert key in env
     assert set(env["versions"]) >= {"torch", "torch_xla"}

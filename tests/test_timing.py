@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -183,8 +187,10 @@ def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest
         assert record["recompiles"] == 0 and extra["timed_compiles"] == 0
         if backend == "trace_once":
             assert record["unique_graphs"] >= 1 and record["graph_breaks"] == 0
+            assert record["unique_graph_breaks"] == 0
         else:
             assert record["unique_graphs"] is None and record["graph_breaks"] is None
+            assert record["unique_graph_breaks"] is None
         assert "--xla-iterations-per-run=2" in record["repro"] and "--xla-repeat=2" in record["repro"]
         assert f"--xla-backend={backend}" in record["repro"] and record["nodeid"] in record["repro"]
 
@@ -259,3 +265,17 @@ def test_one_xdist_worker_times_and_the_controller_reports(suite: pytest.Pyteste
     assert record["extra"]["xdist_workers"] == 1
     assert "pytest-benchmark disabled itself under pytest-xdist" in record["extra"]["timer"]
     assert len(record["extra"]["backend_runs_ms"]) == 2
+
+
+def test_harness_overhead_benchmark_prints_its_figures() -> None:
+    """benchmarks/harness_overhead.py runs end to end (part 1, on the smallest zoo model) and prints the
+    plugin / hand-loop ratios; their values are figures to read, not asserted."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS"))}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "harness_overhead.py"), "--model=BERT_pytorch",
+         "--repeat=2", "--blocks=1", "--no-subprocess"],
+        cwd=ROOT, env={**env, "PJRT_DEVICE": "CPU"}, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for label in ("ratio plugin / hand: ", "over all blocks: ", "pytest-benchmark's median of the same runs: "):
+        assert re.search(re.escape(label) + r".*\d+\.\d+", proc.stdout), (label, proc.stdout[-3000:])
+    assert "PytestAssertRewriteWarning" not in proc.stdout + proc.stderr
