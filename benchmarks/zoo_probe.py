@@ -33,6 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.report import THREAD_VARIABLES
 
 
 def _shape(out: Any) -> str:
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     env = " ".join(
-        f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "XLA_FLAGS") if k in os.environ
+        f"{k}={os.environ[k]}" for k in (*THREAD_VARIABLES, "XLA_FLAGS") if k in os.environ
     )
     print(
         f"torch {torch.__version__}, threads {torch.get_num_threads()}, tier {args.tier}, load {load}"

@@ -640,8 +640,6 @@ def headline(result: GateResult | None, *, failed_tests: int, strict_improved: b
     gate_failed = bool(problems)
     if failed_tests:
         problems.append(f"{failed_tests} failed test{'s' if failed_tests != 1 else ''}")
-    if problems and (gate_failed or result is None):
-        return False, "FAILED: " + ", ".join(problems)
     notes = []
     if result is not None:
         counts = result.counts()
@@ -650,8 +648,9 @@ def headline(result: GateResult | None, *, failed_tests: int, strict_improved: b
         for label in (IMPROVED, PASS_BUT_FLAKY, FAIL_BUT_FLAKY, MISSING):
             if counts[label]:
                 notes.append(f"{counts[label]} {label.lower().replace('_', ' ')}")
-    if problems:  # failed tests, the gate itself found nothing
-        return False, "FAILED: " + ", ".join(problems) + "; gate: " + ", ".join(notes)
+    if problems:  # when only tests failed, say what the gate found
+        gate = "" if gate_failed or not notes else "; gate: " + ", ".join(notes)
+        return False, "FAILED: " + ", ".join(problems) + gate
     return True, "PASSED" + (": " + ", ".join(notes) if notes else "")
 
 

@@ -28,7 +28,6 @@ snapshot diff. The snapshots live in the repository's top-level ``snapshots/`` f
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -154,7 +153,7 @@ def recompiles(steady: Sequence[metrics.Snapshot]) -> list[str]:
     """What compiled during the steady steps (empty when nothing did)."""
     problems = []
     for i, snap in enumerate(steady, start=1):
-        xla = max(snap.count("CompileTime"), snap.count("UncachedCompile"))
+        xla = snap.compiles
         if xla:
             problems.append(f"steady step {i}: {xla} XLA compilation(s) (CompileTime count "
                             f"{snap.count('CompileTime')}, UncachedCompile {snap.count('UncachedCompile')})")
@@ -243,28 +242,18 @@ def measure_steady(case: PreparedCase, steps: int = STEADY_STEPS) -> list[metric
 # --- snapshots -----------------------------------------------------------------------------------------
 
 
-def _package_dir(name: str) -> Path | None:
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations))).resolve()
-    return Path(spec.origin).resolve().parent if spec.origin else None
-
-
 def snapshot_root(test_file: str | Path) -> Path:
     """The snapshot folder of a test file: for the bundled suites the top-level ``snapshots/``
     (installed: the ``pytest_xla_dynamo.snapshots`` package), else ``snapshots/`` next to the
     test file's folder (``<root>/tests/test_x.py`` -> ``<root>/snapshots``)."""
+    from pytest_xla_dynamo.__main__ import snapshots_dir, suites_dir
+
     test_dir = Path(test_file).resolve().parent
-    suites = _package_dir("pytest_xla_dynamo.suites")
-    if suites is not None and test_dir == suites:
-        snaps = _package_dir("pytest_xla_dynamo.snapshots")
-        if snaps is not None:
-            return snaps
+    try:
+        if test_dir == suites_dir():
+            return snapshots_dir()
+    except RuntimeError:  # a folder not installed (a partial copy of the package)
+        pass
     return test_dir.parent / "snapshots"
 
 
@@ -377,8 +366,7 @@ def _record_fields(signature: Mapping[str, Any], warmup: Sequence[metrics.Snapsh
     if xla is not None:
         last = xla["steady_step"]
         fields.update(fallbacks=sum(last["fallbacks"].values()),
-                      recompiles=sum(max(s.count("CompileTime"), s.count("UncachedCompile")) for s in steady),
-                      compiles=sum(s.count("CompileTime") for s in warmup))
+                      recompiles=sum(s.compiles for s in steady), compiles=sum(s.compiles for s in warmup))
     return fields
 
 

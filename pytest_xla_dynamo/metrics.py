@@ -65,6 +65,12 @@ class Snapshot:
         return self.xla.get(name, 0)
 
     @property
+    def compiles(self) -> int:
+        """XLA compilations: the ``CompileTime`` sample count (a metric, which the dynamo bridge's
+        ``clear_counters()`` leaves alone), or the ``UncachedCompile`` counter where that is higher."""
+        return max(self.count("CompileTime"), self.count("UncachedCompile"))
+
+    @property
     def fallbacks(self) -> dict[str, int]:
         """CPU fallback ops (``aten::*`` counters) other than ``.item()``."""
         return {k: v for k, v in self.xla.items() if k.startswith("aten::") and k != ITEM_FALLBACK}

@@ -66,7 +66,7 @@ class ParityResult:
     runs: list[str] = field(default_factory=list)
     flaky: bool = False
     exception: BaseException | None = None
-    compiles: int | None = None  # XLA compilations this check caused (CompileTime samples)
+    compiles: int | None = None  # XLA compilations this check caused (metrics.Snapshot.compiles)
 
     @property
     def ok(self) -> bool:
@@ -113,11 +113,6 @@ def iter_trace(case: PreparedCase, steps: int) -> Iterator[TensorSet]:
     for _ in range(steps):
         out, loss = case.step()
         yield collect(case.model, out, loss, case.mode)
-
-
-def run_trace(case: PreparedCase, steps: int) -> list[TensorSet]:
-    """All steps of :func:`iter_trace`."""
-    return list(iter_trace(case, steps))
 
 
 def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -326,7 +321,7 @@ class ParityEngine:
             return ParityResult(ref.status, ref.message, tolerance=tol, exception=ref.exception)
         before = metrics.snapshot()
         result = self._run_backend(spec, backend, mode, extra_patches, shared, steps, ref, tol)
-        result.compiles = metrics.snapshot().delta(before).count("CompileTime")
+        result.compiles = metrics.snapshot().delta(before).compiles
         return result
 
     def _run_backend(self, spec: zoo.ModelSpec, backend: Backend, mode: str, extra_patches: Sequence[str],

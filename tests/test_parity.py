@@ -49,7 +49,7 @@ import torch
 
 from pytest_xla_dynamo.cases import PreparedCase
 from pytest_xla_dynamo.metrics import snapshot
-from pytest_xla_dynamo.parity import engine_for, run_trace
+from pytest_xla_dynamo.parity import engine_for, iter_trace
 from pytest_xla_dynamo.zoo import get_model
 
 
@@ -69,15 +69,15 @@ def test_shared_case_equals_fresh_compile(request, xla_backend):
     shared = engine.prepared(spec, xla_backend, "train")
     again = engine.prepared(spec, xla_backend, "train")
     assert again is shared
-    first = run_trace(shared, 2)
+    first = list(iter_trace(shared, 2))
     before = snapshot()
-    second = run_trace(shared, 2)
+    second = list(iter_trace(shared, 2))
     assert snapshot().delta(before).count("UncachedCompile") == 0  # reuse compiles nothing new
     torch._dynamo.reset()  # a fresh compile of the same case
     key = engine.key(spec, xla_backend, "train")
     fresh = PreparedCase(key, spec, xla_backend, *engine._build(key, spec))
     fresh.warm_up()
-    third = run_trace(fresh, 2)
+    third = list(iter_trace(fresh, 2))
     for a, b, c in zip(first, second, third):
         for name in a:
             assert torch.equal(a[name], b[name]) and torch.equal(a[name], c[name]), name
