@@ -60,11 +60,11 @@ class Grab:
         self.cases: list[Any] = []
 
     def pytest_sessionfinish(self, session: Any) -> None:
-        from pytest_xla_dynamo.parity import engine_for
-        from pytest_xla_dynamo.records import get_store
+        from pytest_xla_dynamo.session import get_session
 
-        self.records = get_store(session.config).by_suite("timing")
-        self.cases = list(engine_for(session.config).cases)
+        xla = get_session(session.config)
+        self.records = xla.store.by_suite("timing")
+        self.cases = list(xla.engine.cases)
 
 
 def hand_run(case: Any, iterations: int) -> float:

@@ -5,4 +5,4 @@ Importing this package imports no torch.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,4 +1,4 @@
-"""``python -m pytest_xla_dynamo [pytest args]`` (console script ``pytest-xla-dynamo``).
+"""``python -m pytest_xla_dynamo [pytest args]`` (console script ``pytest-xla-dynamo``): the command line.
 
 Runs pytest on the bundled suites as installed (the package ``pytest_xla_dynamo.suites``, which is the
 repository's ``suites/`` folder), so an upstream CI job needs no checkout of this repository:
@@ -13,53 +13,34 @@ repository's ``suites/`` folder), so an upstream CI job needs no checkout of thi
   autoloading is disabled and the user did not add it);
 * pytest's cache goes to ``./.pytest_cache`` of the working directory, not into the installed package.
 
+A first argument naming a sub-command (:data:`COMMANDS`) runs that instead of pytest:
 ``python -m pytest_xla_dynamo --suites-dir`` / ``--snapshots-dir`` print the installed folders (for
-``--xla-expected=$(python -m pytest_xla_dynamo --snapshots-dir)/expected_small.csv``).
+``--xla-expected=$(python -m pytest_xla_dynamo --snapshots-dir)/expected_small.csv``);
+``python -m pytest_xla_dynamo known-issues [--markdown | --check FILE | ...]`` prints or checks the
+known-issue table.
 The equivalent plain pytest command is ``pytest --pyargs pytest_xla_dynamo.suites [args]``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-REPRO_PREFIX = "python -m pytest_xla_dynamo"
-SUITES_PACKAGE = "pytest_xla_dynamo.suites"
-SNAPSHOTS_PACKAGE = "pytest_xla_dynamo.snapshots"
+from pytest_xla_dynamo.launch import (  # noqa: F401  (package_dir, REPRO_PREFIX, launched_by_main: re-exported)
+    REPRO_PREFIX,
+    MainMarker,
+    launched_by_main,
+    package_dir,
+    snapshots_dir,
+    suites_dir,
+)
 
-
-def package_dir(package: str) -> Path:
-    """The folder of an installed package of this distribution (without importing it)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"{package} is not installed (pip install pytest-xla-dynamo)")
-    return Path(next(iter(spec.submodule_search_locations))).resolve()
-
-
-def suites_dir() -> Path:
-    return package_dir(SUITES_PACKAGE)
-
-
-def snapshots_dir() -> Path:
-    return package_dir(SNAPSHOTS_PACKAGE)
-
-
-class _MainMarker:
-    """Registered as a plugin object by :func:`main`, so the session knows how it was launched."""
-
-    # An attribute, not isinstance: under ``python -m`` this module runs as ``__main__``, and an
-    # import of ``pytest_xla_dynamo.__main__`` elsewhere would define a second, different class.
-    xla_dynamo_main = True
-
-
-def launched_by_main(config: pytest.Config) -> bool:
-    """Whether this session was started by ``python -m pytest_xla_dynamo`` (repro commands say so)."""
-    return any(getattr(p, "xla_dynamo_main", False) is True for p in config.pluginmanager.get_plugins())
+#: a sub-command: the arguments after its name -> the process's exit code
+Command = Callable[[list[str]], int]
 
 
 def _suite_path(arg: str, suites: Path) -> str | None:
@@ -109,6 +90,10 @@ def _plugin_requested(args: Sequence[str]) -> bool:
     return False
 
 
+def _plugin_disabled(args: Sequence[str], name: str) -> bool:
+    return any(a in (f"-pno:{name}", f"no:{name}") for a in args)
+
+
 def build_args(argv: Sequence[str], suites: Path, cwd: Path | None = None) -> list[str]:
     """The pytest arguments for ``python -m pytest_xla_dynamo argv``."""
     cwd = cwd or Path.cwd()
@@ -134,20 +119,59 @@ def build_args(argv: Sequence[str], suites: Path, cwd: Path | None = None) -> li
     return prefix + out
 
 
-def _plugin_disabled(args: Sequence[str], name: str) -> bool:
-    return any(a in (f"-pno:{name}", f"no:{name}") for a in args)
+def _usage_error(message: str) -> int:
+    print(f"ERROR: {message}", file=sys.stderr)
+    return int(pytest.ExitCode.USAGE_ERROR)
+
+
+def _print_folder(name: str, folder: Callable[[], Path]) -> Command:
+    def command(args: list[str]) -> int:
+        if args:
+            return _usage_error(f"{name} takes no arguments, got {' '.join(args)!r}")
+        print(folder())
+        return 0
+
+    return command
+
+
+def _known_issues(args: list[str]) -> int:
+    from pytest_xla_dynamo.known_issues.table import main as table
+
+    return table(args, prog=f"{REPRO_PREFIX} known-issues")
+
+
+#: ``python -m pytest_xla_dynamo NAME [args]`` runs ``COMMANDS[NAME](args)``; anything else goes to pytest.
+#: A command imports what it needs inside its function, so that the pytest path imports nothing more.
+COMMANDS: dict[str, Command] = {
+    "--suites-dir": _print_folder("--suites-dir", suites_dir),
+    "--snapshots-dir": _print_folder("--snapshots-dir", snapshots_dir),
+    "known-issues": _known_issues,  # the known-issue table (--markdown, --write FILE, --check FILE, ...)
+}
+
+
+def _package_imported_before_pytest() -> None:
+    """Say that the package is not to be assertion-rewritten (``PYTEST_DONT_REWRITE``).
+
+    ``python -m pytest_xla_dynamo`` (and the console script) import the package before pytest starts;
+    pytest then marks the installed distribution's top-level package for rewriting (a ``pytest11`` entry
+    point) and, finding it imported already, warns ``PytestAssertRewriteWarning: Module already imported
+    so cannot be rewritten; pytest_xla_dynamo`` on every run from a wheel. The package's ``__init__``
+    holds no assertion; pytest's documented opt-out marker in its docstring says so and silences exactly
+    that warning. The plugin's modules, imported later by pytest, are rewritten as usual.
+    """
+    package = sys.modules.get(__package__ or "pytest_xla_dynamo")
+    if package is not None and "PYTEST_DONT_REWRITE" not in (package.__doc__ or ""):
+        package.__doc__ = (package.__doc__ or "") + "\n\nPYTEST_DONT_REWRITE: imported before pytest starts.\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m pytest_xla_dynamo`` and ``pytest-xla-dynamo``; returns pytest's exit code."""
+    """Entry point of ``python -m pytest_xla_dynamo`` and ``pytest-xla-dynamo``: a sub-command's exit code,
+    or pytest's."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args == ["--suites-dir"]:
-        print(suites_dir())
-        return 0
-    if args == ["--snapshots-dir"]:
-        print(snapshots_dir())
-        return 0
-    return int(pytest.main(build_args(args, suites_dir()), plugins=[_MainMarker()]))
+    if args and args[0] in COMMANDS:
+        return COMMANDS[args[0]](args[1:])
+    _package_imported_before_pytest()
+    return int(pytest.main(build_args(args, suites_dir()), plugins=[MainMarker()]))
 
 
 if __name__ == "__main__":

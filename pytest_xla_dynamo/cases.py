@@ -1,4 +1,4 @@
-"""Prepared cases: a model built, placed and wrapped once per (model, backend, mode) and process.
+"""Prepared cases: a model built, placed, wrapped and warmed up once per (model, backend, mode) and process.
 
 A :class:`PreparedCase` holds the model on its backend's device, the wrapped (compiled) callable,
 its optimizer and inputs, the initial weights, and the figures of its warm-up (the first compile):
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 WARMUP_STEPS = 2  # steps run (and measured) as warm-up: the first compiles happen here
 LEARNING_RATE = 0.01
+TensorSet = dict[str, "torch.Tensor"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,26 @@ class Warmup:
         for snap in self.per_step:
             out = out + snap
         return out
+
+    def figures(self, backend: Backend) -> dict[str, int | None]:
+        """The graph figures of the warm-up, the one definition used by timing, graphs and reports:
+        dynamo's (None where the backend does not use dynamo) and the XLA compilations (None off XLA).
+
+        ``graph_breaks`` counts every break, ``unique_graph_breaks`` the distinct reasons once addresses
+        and folders are cleaned out (:func:`metrics.clean_reason`); ``compiles`` sums each step's
+        :attr:`metrics.Snapshot.compiles`.
+        """
+        total = self.total
+        uses_dynamo = backend.dynamo_backend is not None
+        stats = total.dynamo.get("stats", {})
+        breaks = total.clean_graph_breaks
+        return {
+            "unique_graphs": int(stats.get("unique_graphs", 0)) if uses_dynamo else None,
+            "calls_captured": int(stats.get("calls_captured", 0)) if uses_dynamo else None,
+            "graph_breaks": int(sum(breaks.values())) if uses_dynamo else None,
+            "unique_graph_breaks": len(breaks) if uses_dynamo else None,
+            "compiles": sum(s.compiles for s in self.per_step) if backend.is_xla else None,
+        }
 
 
 def build_model(spec: zoo.ModelSpec, tier: str, seed: int, patch_names: Sequence[str]) -> torch.nn.Module:
@@ -169,6 +190,45 @@ class PreparedCase:
                 warm.per_step.append(metrics.snapshot().delta(before))
             self.warmup = warm
         return self.warmup
+
+
+def _leaves(out: Any) -> list[torch.Tensor]:
+    import torch
+    import torch.utils._pytree as pytree
+
+    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def collect(model: torch.nn.Module, out: Any, loss: Any, mode: str) -> TensorSet:
+    """The tensors of a step, on CPU, in the harness's order: loss, outputs, gradients, parameters,
+    buffers (training); outputs (inference)."""
+    def snap(t: torch.Tensor) -> torch.Tensor:
+        # a copy: on CPU .cpu() would alias the live parameter that the next step updates in place
+        return t.detach().to("cpu", copy=True)
+
+    tensors: TensorSet = {}
+    if loss is not None:
+        tensors["loss"] = snap(loss)
+    for i, t in enumerate(_leaves(out)):
+        tensors[f"output[{i}]"] = snap(t)
+    if mode == "train":
+        for name, p in model.named_parameters():
+            if p.grad is not None:
+                tensors[f"grad {name}"] = snap(p.grad)
+        for name, p in model.named_parameters():
+            tensors[f"param {name}"] = snap(p)
+        for name, b in model.named_buffers():
+            tensors[f"buffer {name}"] = snap(b)
+    return tensors
+
+
+def iter_trace(case: PreparedCase, steps: int) -> Iterator[TensorSet]:
+    """Reset ``case`` to its initial weights, run ``steps`` steps and yield each one's tensors
+    (a generator, so that a caller comparing step by step holds one step at a time)."""
+    case.reset()
+    for _ in range(steps):
+        out, loss = case.step()
+        yield collect(case.model, out, loss, case.mode)
 
 
 class CaseCache:

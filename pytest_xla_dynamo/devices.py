@@ -1,9 +1,15 @@
-"""The XLA device of this process, and the checks that keep torch out until it is needed.
+"""The XLA device of this process: its bring-up (once), a failed bring-up, and torch kept out until needed.
 
 ``PJRT_DEVICE`` defaults to ``CPU`` when unset. :func:`ensure_runtime` brings the XLA runtime up
 once per process, before any test runs a CPU backward (pytorch/xla#4174: a CPU backward before
 the XLA runtime is up breaks every later XLA backward). Under pytest-xdist every worker is its own
 process with its own PJRT client. Nothing here touches a device at import or collection time.
+
+A bring-up that fails or is interrupted (a pytest-timeout or Ctrl-C in the middle of ``import
+torch_xla`` leaves torch_xla half-imported: a later import fails with ``NameError: name 'runtime' is
+not defined``) is not retried: the test that triggered it reports the error once, with how to fix it,
+and from then on :func:`skip_reason` gives that reason, so later XLA tests skip with it and tests
+that do not need XLA run as usual.
 """
 
 from __future__ import annotations
@@ -18,6 +24,12 @@ if TYPE_CHECKING:
     import torch
 
 INSTALL_HINT = "pip install torch==2.9.0 torch_xla==2.9.0 (or run the README's set-up command)"
+TRACE_LOGGER = "torch.__trace"  # torch's structured-trace logger (TORCH_TRACE / tlparse)
+_TRACE_ENV = ("TORCH_TRACE", "TORCH_DTRACE")
+
+
+class RuntimeUnavailable(RuntimeError):
+    """The XLA runtime could not be brought up in this process (the message says why and what to do)."""
 
 
 def default_pjrt_device() -> None:
@@ -32,30 +44,87 @@ def missing_stack() -> tuple[str, ...]:
 
 
 def xla_available() -> bool:
-    return not missing_stack()
+    """Whether torch and torch_xla are installed and the runtime has not failed to come up here."""
+    return not missing_stack() and _failure is None
 
 
 def skip_reason(extra: tuple[str, ...] = ()) -> str | None:
-    """Why an XLA test cannot run here (None when it can)."""
+    """Why an XLA test cannot run here (None when it can): a missing module, or a failed bring-up."""
     missing = list(missing_stack()) + [m for m in extra if importlib.util.find_spec(m) is None]
-    if not missing:
-        return None
-    return f"needs {', '.join(missing)}, not installed: {INSTALL_HINT}"
+    if missing:
+        return f"needs {', '.join(missing)}, not installed: {INSTALL_HINT}"
+    return _failure
+
+
+# --- the structured-trace logger -----------------------------------------------------------------------
+
+
+class _DropTorchTrace(logging.Filter):
+    """Drops torch's structured-trace records unless ``TORCH_TRACE`` (or ``TORCH_DTRACE``) asks for
+    them: without it they are empty ``DEBUG torch.__trace:`` lines in every captured log (pytest 9
+    attaches its capture handler to non-propagating loggers such as this one)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return any(os.environ.get(name) for name in _TRACE_ENV)
+
+
+def quiet_torch_trace() -> None:
+    """Keep torch's structured-trace records out of pytest's captured logs (idempotent; needs no
+    torch: torch reconfigures the logger on import, but keeps its filters)."""
+    logger = logging.getLogger(TRACE_LOGGER)
+    if not any(isinstance(f, _DropTorchTrace) for f in logger.filters):
+        logger.addFilter(_DropTorchTrace())
+
+
+# --- the runtime ------------------------------------------------------------------------------------
 
 
 _runtime_up = False
+_failure: str | None = None  # why the bring-up failed in this process (then it is not retried)
+
+_FIX_ERROR = ("check that PJRT_DEVICE names a device this machine has (PJRT_DEVICE=CPU works everywhere) and "
+              "that torch_xla matches torch ({hint}); python -c \"import torch_xla; print(torch_xla.device())\" "
+              "shows the error outside pytest")
+_FIX_INTERRUPTED = ("torch_xla cannot be imported again in this process; give the first XLA test more time "
+                    "(the bring-up takes several seconds: e.g. a larger --timeout), then run again")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def bringup_failure() -> str | None:
+    """Why the XLA runtime bring-up failed in this process, with how to fix it; None if it did not."""
+    return _failure
 
 
 def ensure_runtime() -> torch.device:
-    """Bring the XLA runtime up (idempotent) and return this process's XLA device."""
-    global _runtime_up
-    default_pjrt_device()
-    import torch_xla
+    """Bring the XLA runtime up (idempotent) and return this process's XLA device.
 
-    device = torch_xla.device()
-    # torch (re)configures its structured-trace logger (TORCH_TRACE) on import: a DEBUG record per
-    # compile event, which pytest's log capture would otherwise keep and print with every failure
-    logging.getLogger("torch.__trace").propagate = False
+    A failure is remembered: this call raises :class:`RuntimeUnavailable` (from the error) or lets an
+    interruption through; every later call raises :class:`RuntimeUnavailable` with the same reason."""
+    global _runtime_up, _failure
+    if _failure is not None:
+        raise RuntimeUnavailable(_failure)
+    default_pjrt_device()
+    quiet_torch_trace()
+    try:
+        import torch_xla
+
+        device = torch_xla.device()
+    except Exception as exc:
+        _failure = (f"XLA runtime bring-up failed (PJRT_DEVICE={os.environ.get('PJRT_DEVICE', '')}): "
+                    f"{_describe(exc)}; XLA tests after it are skipped. Fix: "
+                    + _FIX_ERROR.format(hint=INSTALL_HINT))
+        raise RuntimeUnavailable(_failure) from exc
+    except BaseException as exc:  # a pytest-timeout (Failed), Ctrl-C: torch_xla is now half-imported
+        _failure = (f"XLA runtime bring-up was interrupted ({_describe(exc)}); XLA tests after it are "
+                    f"skipped. Fix: {_FIX_INTERRUPTED}")
+        if hasattr(exc, "add_note"):  # Python 3.11+: the report of this test says it too
+            exc.add_note(_failure)
+        raise
+    quiet_torch_trace()
     _runtime_up = True
     return device
 

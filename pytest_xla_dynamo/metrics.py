@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,16 @@ XLA_SAMPLE_METRICS = ("TensorsGraphSize", "RunCachedGraphInputData")
 # counters that are graph statistics; aten::* (CPU fallbacks) and xla::* are taken as a family
 XLA_COUNTERS = ("UncachedCompile", "CachedCompile", "DynamoExtractCompiledGraph", "MarkStep")
 ITEM_FALLBACK = "aten::_local_scalar_dense"  # only .item(): listed apart from real fallbacks
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_PATH = re.compile(r"(?:[A-Za-z]:)?[/\\](?:[^\s'\"():]+[/\\])+(?=[^\s/\\'\"():]+)")
+
+
+def clean_reason(reason: str) -> str:
+    """A graph-break reason without what differs between machines and runs (addresses, folders)."""
+    text = _HEX.sub("0x…", str(reason))
+    text = _PATH.sub("…/", text)
+    return " ".join(text.split())
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,15 @@ class Snapshot:
     @property
     def graph_breaks(self) -> dict[str, int]:
         return dict(self.dynamo.get("graph_break", {}))
+
+    @property
+    def clean_graph_breaks(self) -> dict[str, int]:
+        """Graph breaks by :func:`clean_reason` (reasons that differ only in addresses merged), sorted."""
+        out: dict[str, int] = {}
+        for reason, count in self.graph_breaks.items():
+            key = clean_reason(reason)
+            out[key] = out.get(key, 0) + count
+        return dict(sorted(out.items()))
 
     def as_dict(self) -> dict[str, Any]:
         return {"xla": dict(self.xla), "dynamo": {k: dict(v) for k, v in self.dynamo.items()}}

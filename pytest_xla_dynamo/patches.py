@@ -10,10 +10,15 @@ Built in: ``maxpool_to_avgpool`` and ``dropout_to_identity``. Register more with
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_xla_dynamo.markers import item_patches
 
 if TYPE_CHECKING:
     import torch
@@ -176,6 +181,44 @@ def apply_patches(names: Iterable[str], models: Iterable[torch.nn.Module] = ()) 
             for model in models:
                 patch_module(model, names, stack)
         yield names
+
+
+TORCH_HINT = "pip install torch==2.9.0 (or run the README's set-up command)"
+
+
+def torch_missing() -> bool:
+    """Whether torch is not installed (checked without importing it)."""
+    return importlib.util.find_spec("torch") is None
+
+
+@contextlib.contextmanager
+def activate(names: Iterable[str], *, required: bool = True) -> Iterator[list[str]]:
+    """Activate ``names`` for one test (what the plugin's autouse fixture calls), yielding the active names.
+
+    Without torch there is nothing to patch: a test that asked for patches (``required``) is skipped
+    with the install hint; for any other test (patches that come from ``--xla-patch`` or
+    ``REPLACE_MAXPOOL`` for the whole session) nothing happens and no patch is active.
+    """
+    names = list(dict.fromkeys(names))
+    if torch_missing():
+        if required:
+            what = f"op patches ({', '.join(names)})" if names else "op patches (the xla_patches fixture)"
+            pytest.skip(f"{what} need torch, not installed: {TORCH_HINT}")
+        yield []
+        return
+    if not names:
+        yield []
+        return
+    with apply_patches(names) as active:
+        yield active
+
+
+def for_test(item: pytest.Item, configured: Sequence[str]) -> contextlib.AbstractContextManager[list[str]]:
+    """:func:`activate` for ``item``: the session's patches (``configured``) and the test's ``xla_patch``
+    markers; the test requires them if it has such a marker or uses the ``xla_patches`` fixture."""
+    marked = item_patches(item)
+    required = bool(marked) or "xla_patches" in getattr(item, "fixturenames", ())
+    return activate([*configured, *marked], required=required)
 
 
 class PatchController:

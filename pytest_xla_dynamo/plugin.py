@@ -1,8 +1,9 @@
-"""pytest-xla-dynamo: the pytest plugin (entry point ``xla_dynamo``; ``-p no:xla_dynamo`` turns it off).
+"""pytest-xla-dynamo: the wiring (entry point ``xla_dynamo``; ``-p no:xla_dynamo`` turns it off).
 
-This module imports no torch: the fixtures and hooks that need torch import it when they run.
-Each concern lives in its own module (config, backends, devices, tensor_modes, patches, zoo, parity,
-timing, graphs, known_issues, report, gating); this one wires them into pytest.
+This module only connects pytest to the plugin's parts: it resolves the options into the session
+object (:class:`~pytest_xla_dynamo.session.XlaSession`), registers it and the concern plugins (known
+issues, isolation, sharding, reports, gating), delegates collection to :mod:`~pytest_xla_dynamo.collection`,
+and defines the fixtures. It imports no torch: fixtures and hooks that need torch import it when they run.
 """
 
 from __future__ import annotations
@@ -15,37 +16,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_xla_dynamo import backends as _backends
+from pytest_xla_dynamo import collection, devices, hookspecs, markers, options, patches, zoo
 from pytest_xla_dynamo import config as _config
-from pytest_xla_dynamo import devices, hookspecs, patches, zoo
-from pytest_xla_dynamo.isolation import xla_subprocess  # noqa: F401  (fixture: a snippet in a fresh interpreter)
-from pytest_xla_dynamo.records import WORKEROUTPUT_KEY, get_store
+from pytest_xla_dynamo.session import XdistHooks, XlaSession, get_session, session_key
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.backends import Backend
+    from pytest_xla_dynamo.graphs.check import GraphCheck
+    from pytest_xla_dynamo.parity import XlaParity
+    from pytest_xla_dynamo.snippets import Snippets
     from pytest_xla_dynamo.tensor_modes import TensorMode
-
-MARKERS = (
-    "xla: the test needs torch and torch_xla (skipped with a reason where they are missing)",
-    "xla_backend(*names): backends for the xla_backend fixture of this test (overrides --xla-backend)",
-    "xla_mode(mode): the test's mode, 'train' or 'infer': backends that do not support it are not "
-    "parametrized",
-    "xla_models(*names): models for the xla_model fixture of this test (overrides --xla-models)",
-    "xla_tensor_mode(*modes): tensor modes for the tensor_mode fixture (overrides --xla-tensor-mode)",
-    "xla_patch(*names): op patches active during this test (adds to --xla-patch)",
-    "xla_tolerance(atol=None, rtol=None, tol=None): parity tolerance for this test",
-    "xla_seed(seed): seed for this test (overrides --xla-seed)",
-    "xla_known_issue(id, **entry): this test reproduces a known issue (strict xfail where affected)",
-    "xla_isolated: run this test in a fresh interpreter (a crash is reported, not fatal)",
-    "xla_shared_case: the test reuses the plugin's prepared (compiled) models: dynamo is not reset",
-    "xdist_group(name): pytest-xdist's group (the plugin groups each model's tests on one worker)",
-)
-
-# Fixtures whose use makes a test an XLA test (skipped without torch_xla, isolated per test).
-XLA_FIXTURES = frozenset({"xla_device", "xla_backend", "tensor_mode", "xla_parity", "xla_case",
-                          "xla_model"})
-
-_marker_errors_key = pytest.StashKey[list[str]]()
-_registry_key = pytest.StashKey["_backends.BackendRegistry"]()
+    from pytest_xla_dynamo.timing.check import XlaTiming
 
 
 # --- options and configuration ---------------------------------------------------------------------
@@ -57,44 +38,49 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     registry = _backends.default_registry()
-    _config.add_options(parser, {"backends": ", ".join(registry.names()),
+    options.add_options(parser, {"backends": ", ".join(registry.names()),
                                  "patches": ", ".join(patches.patch_names())})
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     devices.default_pjrt_device()
-    for line in MARKERS:
-        config.addinivalue_line("markers", line)
+    devices.quiet_torch_trace()
+    markers.register(config)
     registry = _backends.default_registry()
     config.hook.pytest_xla_register_backends(registry=registry)
     config.hook.pytest_xla_register_models(register=zoo.register_model)
     config.hook.pytest_xla_register_patches(register=patches.register_patch)
-    config.stash[_registry_key] = registry
-    config.stash[_marker_errors_key] = []
     xcfg = _config.resolve(config, backends=registry.names(), backend_aliases=registry.aliases,
                            models=zoo.model_names(), patches=patches.patch_names())
-    config.stash[_config.xla_config_key] = xcfg
-    for alias in set(_config.split_list(_config.raw_value(config, _config.OPTIONS_BY_DEST["xla_backend"])[0])):
+    from pytest_xla_dynamo.report import check_report_dir
+
+    problem = check_report_dir(xcfg)
+    if problem:
+        raise pytest.UsageError(problem)
+    for alias in set(_config.split_list(options.raw_value(config, options.OPTIONS_BY_DEST["xla_backend"])[0])):
         if alias in registry.aliases:
             config.issue_config_time_warning(pytest.PytestConfigWarning(_backends.SEED_ALIAS_NOTE.format(
                 alias=alias, name=registry.aliases[alias])), stacklevel=2)
-    get_store(config)
+    session = XlaSession(config, xcfg, registry)
+    config.stash[session_key] = session
+    manager = config.pluginmanager
+    manager.register(session, "xla_dynamo_session")
+    if manager.hasplugin("xdist"):
+        manager.register(XdistHooks(session), "xla_dynamo_xdist")
+    from pytest_xla_dynamo.timing.threads import ThreadBudgetPlugin
+
+    manager.register(ThreadBudgetPlugin(session), "xla_dynamo_threads")  # before anything starts the runtime
     _use_loadgroup(config)
-    if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistHooks(), "xla_dynamo_xdist")
-    for module_name, class_name in _SUBPLUGINS:
-        module = __import__(f"pytest_xla_dynamo.{module_name}", fromlist=[class_name])
-        config.pluginmanager.register(getattr(module, class_name)(config), f"xla_dynamo_{module_name}")
+    from pytest_xla_dynamo.gating.plugin import GatingPlugin
+    from pytest_xla_dynamo.isolation import IsolationPlugin
+    from pytest_xla_dynamo.known_issues.plugin import KnownIssuesPlugin
+    from pytest_xla_dynamo.report.plugin import ReportPlugin
+    from pytest_xla_dynamo.sharding import ShardingPlugin
 
-
-# Concern modules that bring hooks of their own: (module, plugin class taking the config).
-_SUBPLUGINS: tuple[tuple[str, str], ...] = (
-    ("known_issues", "KnownIssuesPlugin"),
-    ("isolation", "IsolationPlugin"),
-    ("report", "ReportPlugin"),
-    ("gating", "GatingPlugin"),
-)
+    for name, factory in (("known_issues", KnownIssuesPlugin), ("isolation", IsolationPlugin),
+                          ("sharding", ShardingPlugin), ("report", ReportPlugin), ("gating", GatingPlugin)):
+        manager.register(factory(session), f"xla_dynamo_{name}")
 
 
 def _use_loadgroup(config: pytest.Config) -> None:
@@ -104,144 +90,36 @@ def _use_loadgroup(config: pytest.Config) -> None:
         config.option.dist = "loadgroup"
 
 
-def xla_config(config: pytest.Config) -> _config.XlaConfig:
-    return _config.get_config(config)
-
-
-def backend_registry(config: pytest.Config) -> _backends.BackendRegistry:
-    return config.stash.get(_registry_key, None) or _backends.default_registry()
-
-
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    xcfg = xla_config(config)
-    versions = []
-    from importlib import metadata
+    from pytest_xla_dynamo.versions import installed_versions
 
-    for dist in ("torch", "torch_xla"):
-        try:
-            versions.append(f"{dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            versions.append(f"{dist} not installed")
-    return [
-        f"xla-dynamo: backends={','.join(xcfg.backends)} tier={xcfg.tier} seed={xcfg.seed} "
-        f"PJRT_DEVICE={os.environ.get('PJRT_DEVICE', '')} ({'; '.join(versions)})",
-    ]
+    xcfg = get_session(config).xcfg
+    versions = "; ".join(f"{d} {v or 'not installed'}" for d, v in installed_versions().items())
+    return [f"xla-dynamo: backends={','.join(xcfg.backends)} tier={xcfg.tier} seed={xcfg.seed} "
+            f"PJRT_DEVICE={os.environ.get('PJRT_DEVICE', '')} ({versions})"]
 
 
-# --- parametrization ---------------------------------------------------------------------------------
-
-
-def _marker_values(metafunc: pytest.Metafunc, name: str) -> list[str] | None:
-    marker = metafunc.definition.get_closest_marker(name)
-    if marker is None:
-        return None
-    values: list[str] = []
-    for arg in marker.args:
-        values.extend([arg] if isinstance(arg, str) else list(arg))
-    return values
-
-
-def _validated(metafunc: pytest.Metafunc, marker: str, values: list[str], valid: list[str],
-               aliases: dict[str, str] | None = None) -> list[str]:
-    good: list[str] = []
-    bad: list[str] = []
-    for value in values:
-        value = (aliases or {}).get(value, value)
-        (good if value in valid else bad).append(value)
-    if bad:
-        metafunc.config.stash[_marker_errors_key].append(
-            f"{metafunc.definition.nodeid}: @pytest.mark.{marker}: invalid value "
-            f"{', '.join(map(repr, bad))}; valid: {', '.join(valid)}")
-    return good
+# --- collection ---------------------------------------------------------------------------------------
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    config = metafunc.config
-    xcfg = xla_config(config)
-    registry = backend_registry(config)
-    names = metafunc.fixturenames
-    if "xla_model" in names:
-        chosen = _marker_values(metafunc, "xla_models")
-        models = (_validated(metafunc, "xla_models", chosen, zoo.model_names()) if chosen is not None
-                  else list(xcfg.models))
-        metafunc.parametrize("xla_model", models, ids=models, indirect=True)
-    if "xla_backend" in names:
-        chosen = _marker_values(metafunc, "xla_backend")
-        selected = (_validated(metafunc, "xla_backend", chosen, registry.names(), registry.aliases)
-                    if chosen is not None else list(xcfg.backends))
-        mode = metafunc.definition.get_closest_marker("xla_mode")
-        if mode is not None:
-            _validated(metafunc, "xla_mode", list(mode.args), list(_config.MODES))
-            selected = [b for b in selected if all(registry.get(b).supports(m) for m in mode.args
-                                                   if m in _config.MODES)]
-        metafunc.parametrize("xla_backend", selected, ids=selected, indirect=True)
-    if "tensor_mode" in names:
-        chosen = _marker_values(metafunc, "xla_tensor_mode")
-        modes = (_validated(metafunc, "xla_tensor_mode", chosen, list(_config.TENSOR_MODES))
-                 if chosen is not None else list(xcfg.tensor_modes))
-        metafunc.parametrize("tensor_mode", modes, ids=modes, indirect=True)
-
-
-def _needs_xla(item: pytest.Item) -> bool:
-    return item.get_closest_marker("xla") is not None or bool(
-        XLA_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+    collection.parametrize(get_session(metafunc.config), metafunc)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
-    errors = config.stash.get(_marker_errors_key, [])
+    xsession = get_session(config)
+    registry = xsession.backends
+    errors: list[str] = []
     for item in items:
-        for marker in item.iter_markers("xla_patch"):
-            bad = [n for n in marker.args if n not in patches.patch_names()]
-            if bad:
-                errors.append(f"{item.nodeid}: @pytest.mark.xla_patch: invalid value "
-                              f"{', '.join(map(repr, bad))}; valid: {', '.join(patches.patch_names())}")
+        errors += markers.validate_item(item, backends=registry.names(), backend_aliases=registry.aliases)
     if errors:
         raise pytest.UsageError("\n".join(dict.fromkeys(errors)))
-    _deselect_modes(config, items)
-    _order_by_model(items)
-    reason = devices.skip_reason()
-    for item in items:
-        params = getattr(item, "callspec", None)
-        model = params.params.get("xla_model") if params is not None else None
-        if model is not None:
-            # all tests of one model share a worker and its prepared models
-            item.add_marker(pytest.mark.xdist_group(name=f"xla-{model}"))
-        if reason is not None and _needs_xla(item):
-            item.add_marker(pytest.mark.skip(reason=reason))
+    collection.arrange(xsession, items)
 
 
-def _deselect_modes(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect tests whose ``xla_mode`` is not in ``--xla-modes``."""
-    modes = xla_config(config).modes
-    keep: list[pytest.Item] = []
-    drop: list[pytest.Item] = []
-    for item in items:
-        marker = item.get_closest_marker("xla_mode")
-        (drop if marker is not None and not set(marker.args) <= set(modes) else keep).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
-
-
-def _order_by_model(items: list[pytest.Item]) -> None:
-    """Run the shared-case tests model by model (stable otherwise), so each model's prepared cases
-    are built once and freed before the next model's."""
-    order = {name: i for i, name in enumerate(zoo.model_names())}
-
-    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int]:
-        index, item = pair
-        params = getattr(item, "callspec", None)
-        model = params.params.get("xla_model") if params is not None else None
-        if model is None or item.get_closest_marker("xla_shared_case") is None:
-            return (-1, index)  # everything else keeps its place, first
-        return (order.get(model, len(order)), index)
-
-    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
-
-
-# --- the runtime and per-test isolation --------------------------------------------------------------
+# --- the runtime and per-test state -------------------------------------------------------------------
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -251,9 +129,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     "May run torch": torch is already imported (by a test module, a conftest or a fixture) or the test
     uses the plugin's XLA fixtures. A session that never imports torch never pays for the runtime.
+    A bring-up that failed once is not retried: later XLA tests skip with its reason.
     """
+    reason = devices.bringup_failure()
+    if reason is not None and collection.needs_xla(item):
+        pytest.skip(reason)
     if (devices.xla_available() and not devices.runtime_up() and item.get_closest_marker("skip") is None
-            and ("torch" in sys.modules or _needs_xla(item))):
+            and ("torch" in sys.modules or collection.needs_xla(item))):
         devices.ensure_runtime()
 
 
@@ -261,53 +143,57 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def _xla_isolation(request: pytest.FixtureRequest) -> Iterator[None]:
     """Each XLA test starts from a known state and leaves global state as it found it."""
     item = request.node
-    if not isinstance(item, pytest.Item) or not _needs_xla(item) or not devices.xla_available():
+    if not isinstance(item, pytest.Item) or not collection.needs_xla(item) or not devices.xla_available():
         yield
         return
     from pytest_xla_dynamo import state
 
-    seed_marker = item.get_closest_marker("xla_seed")
-    seed = int(seed_marker.args[0]) if seed_marker else xla_config(request.config).seed
+    seed = markers.marker_seed(item, get_session(request.config).xcfg.seed)
     with state.clean_state(seed, reset_dynamo=item.get_closest_marker("xla_shared_case") is None):
         yield
 
 
 @pytest.fixture(autouse=True)
 def _xla_active_patches(request: pytest.FixtureRequest) -> Iterator[list[str]]:
-    """Patches from ``--xla-patch`` / ``REPLACE_MAXPOOL`` and ``@pytest.mark.xla_patch``, undone after."""
-    names = list(xla_config(request.config).patches)
-    for marker in request.node.iter_markers("xla_patch"):
-        names.extend(marker.args)
-    if not names:
-        yield []
-        return
-    with patches.apply_patches(names) as active:
+    """Patches from ``--xla-patch`` / ``REPLACE_MAXPOOL`` and ``@pytest.mark.xla_patch``, undone after
+    (a test that asks for patches skips where torch is missing; other tests are left alone)."""
+    with patches.for_test(_item(request), get_session(request.config).xcfg.patches) as active:
         yield active
 
 
 # --- fixtures --------------------------------------------------------------------------------------
 
 
+def _skip_without(*extra: str) -> None:
+    reason = devices.skip_reason(extra)
+    if reason:
+        pytest.skip(reason)
+
+
+def _item(request: pytest.FixtureRequest) -> pytest.Item:
+    node = request.node
+    assert isinstance(node, pytest.Item)
+    return node
+
+
 @pytest.fixture(scope="session")
 def xla_config_obj(request: pytest.FixtureRequest) -> _config.XlaConfig:
     """The session's resolved options (:class:`pytest_xla_dynamo.config.XlaConfig`)."""
-    return xla_config(request.config)
+    return get_session(request.config).xcfg
 
 
 @pytest.fixture(scope="session")
 def xla_device() -> Any:
     """This process's XLA device (``torch_xla.device()``); each xdist worker has its own."""
-    reason = devices.skip_reason()
-    if reason:
-        pytest.skip(reason)
+    _skip_without()
     return devices.ensure_runtime()
 
 
 @pytest.fixture
 def xla_backend(request: pytest.FixtureRequest) -> Backend:
     """The backend under test, parametrized from ``--xla-backend`` (ids: the backend name)."""
-    name = getattr(request, "param", None) or xla_config(request.config).backends[0]
-    return backend_registry(request.config).get(name)
+    session = get_session(request.config)
+    return session.backends.get(getattr(request, "param", None) or session.xcfg.backends[0])
 
 
 @pytest.fixture
@@ -315,7 +201,7 @@ def tensor_mode(request: pytest.FixtureRequest) -> TensorMode:
     """The tensor mode, parametrized from ``--xla-tensor-mode`` (``eager`` or ``fake``)."""
     from pytest_xla_dynamo.tensor_modes import get_tensor_mode
 
-    return get_tensor_mode(getattr(request, "param", None) or xla_config(request.config).tensor_modes[0])
+    return get_tensor_mode(getattr(request, "param", None) or get_session(request.config).xcfg.tensor_modes[0])
 
 
 @pytest.fixture
@@ -338,35 +224,49 @@ def xla_patches(_xla_active_patches: list[str]) -> Iterator[patches.PatchControl
 
 
 @pytest.fixture
-def xla_parity(request: pytest.FixtureRequest) -> Any:
-    """The parity engine: ``xla_parity.check_case(spec, backend, mode)`` for zoo cases,
-    ``xla_parity.training(model_factory, inputs)`` / ``.inference(...)`` for your own models."""
-    if devices.skip_reason():
-        pytest.skip(devices.skip_reason() or "")
+def xla_parity(request: pytest.FixtureRequest) -> XlaParity:
+    """Parity against eager: ``xla_parity.check_case(spec, backend)`` for zoo cases (mode from the
+    ``xla_mode`` marker), ``xla_parity.training(model_factory, inputs)`` / ``.inference(...)`` for yours."""
+    _skip_without()
     from pytest_xla_dynamo.parity import XlaParity
 
-    return XlaParity(request)
+    item = _item(request)
+    return XlaParity(get_session(request.config), item, lambda: request.getfixturevalue("xla_backend"),
+                     markers.marker_tolerance(item))
 
 
-# --- xdist ------------------------------------------------------------------------------------------
+@pytest.fixture
+def xla_snapshot(request: pytest.FixtureRequest) -> Any:
+    """syrupy's ``snapshot`` with the graph-signature extension (sorted JSON under ``snapshots/``)."""
+    _skip_without("syrupy")
+    from pytest_xla_dynamo.graphs.snapshots import GraphSnapshotExtension
+
+    return request.getfixturevalue("snapshot").use_extension(GraphSnapshotExtension)
 
 
-def is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
+@pytest.fixture
+def xla_graphs(request: pytest.FixtureRequest, xla_snapshot: Any) -> GraphCheck:
+    """Graph conformance: ``xla_graphs.check_case(spec, backend)`` checks a zoo case's graph signature
+    against its snapshot (mode from the ``xla_mode`` marker)."""
+    from pytest_xla_dynamo.graphs.check import GraphCheck
+
+    return GraphCheck(get_session(request.config), _item(request), xla_snapshot)
 
 
-class XdistHooks:
-    """Hooks that exist only with pytest-xdist: the workers' records reach the controller."""
+@pytest.fixture
+def xla_timing(request: pytest.FixtureRequest) -> XlaTiming:
+    """Timing against the baseline: ``xla_timing.check_case(spec, backend)`` (mode from the ``xla_mode``
+    marker), through pytest-benchmark's ``benchmark`` fixture where it is installed."""
+    _skip_without()
+    from pytest_xla_dynamo.timing.check import XlaTiming
 
-    @pytest.hookimpl
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        text = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
-        if text:
-            get_store(node.config).loads(text)
+    benchmark = request.getfixturevalue("benchmark") if "benchmark" in request.fixturenames else None
+    return XlaTiming(get_session(request.config), _item(request), benchmark)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
-    if is_worker(config):
-        config.workeroutput[WORKEROUTPUT_KEY] = get_store(config).dumps()  # type: ignore[attr-defined]
+@pytest.fixture
+def xla_subprocess(request: pytest.FixtureRequest) -> Snippets:
+    """Runs a snippet in a fresh interpreter: ``xla_subprocess.run(code)``, ``.check(code)``."""
+    from pytest_xla_dynamo.snippets import Snippets
+
+    return Snippets(cwd=request.config.invocation_params.dir)

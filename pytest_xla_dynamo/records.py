@@ -2,17 +2,16 @@
 
 A :class:`CaseRecord` is plain data (JSON-safe through :meth:`CaseRecord.to_dict`), so it travels
 from pytest-xdist workers to the controller through ``workeroutput``. The session's records live in
-a :class:`RecordStore` in ``config.stash``. No torch here.
+the :class:`RecordStore` of the session object. No torch here.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
-
-import pytest
 
 # Accuracy statuses, in the vocabulary of pytorch's benchmarks/dynamo harness.
 STATUSES = (
@@ -26,10 +25,11 @@ STATUSES = (
     "OOM",
     "timeout",
     "fail_graph",  # graph signature changed or a steady-state recompile (graphs suite)
+    "unreliable",  # timing disturbed by other load even after a re-measure: the speedup is kept but not trusted
 )
+UNRELIABLE = "unreliable"
 PASSING = ("pass", "pass_due_to_skip")
 
-WORKEROUTPUT_KEY = "xla_dynamo_records"
 
 
 @dataclass
@@ -112,24 +112,26 @@ class RecordStore:
         self.extend(CaseRecord.from_dict(d) for d in json.loads(text))
 
 
-record_store_key = pytest.StashKey[RecordStore]()
 
 
-def get_store(config: pytest.Config) -> RecordStore:
-    """The session's :class:`RecordStore` (created on first use)."""
-    store = config.stash.get(record_store_key, None)
-    if store is None:
-        store = config.stash[record_store_key] = RecordStore()
-    return store
+def worst_status(statuses: Sequence[str]) -> str:
+    """Combine the statuses of several records of one case: the first failing one, else the first."""
+    failing = [s for s in statuses if s and s not in PASSING]
+    if failing:
+        return failing[0]
+    return next((s for s in statuses if s), "")
 
 
-def record_case(item: pytest.Item, record: CaseRecord) -> CaseRecord:
-    """Store ``record`` for the session and attach it to the test report (``user_properties``)."""
-    record.nodeid = record.nodeid or item.nodeid
-    get_store(item.config).add(record)
-    item.user_properties.append(("xla_" + record.suite, json.dumps(record.to_dict())))
-    for prop in ("status", "speedup", "compilation_latency", "unique_graphs", "graph_breaks", "fallbacks"):
-        value = getattr(record, prop)
-        if value is not None:
-            item.user_properties.append((f"xla_{prop}", value))
-    return record
+def vote(statuses: Sequence[str]) -> tuple[str, bool]:
+    """Majority vote over the statuses of ``--xla-accuracy-runs`` runs of one case.
+
+    Returns ``(status, flaky)``: the most common status, and whether the runs disagreed. A tie goes
+    to a failing status (a case that fails half of its runs is not passing), then to the earliest.
+    """
+    if not statuses:
+        raise ValueError("vote() needs at least one status")
+    counts = Counter(statuses)
+    best = max(counts.values())
+    tied = [s for s in dict.fromkeys(statuses) if counts[s] == best]
+    failing = [s for s in tied if s not in PASSING]
+    return (failing[0] if failing else tied[0]), len(counts) > 1

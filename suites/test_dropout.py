@@ -1,16 +1,27 @@
 """Dropout on XLA itself (the seed's pytorch#90097 class of bug: a cached graph replaying one mask)."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
 from itertools import pairwise
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
+
+from pytest_xla_dynamo.devices import skip_reason
+
+if TYPE_CHECKING:
+    from pytest_xla_dynamo.backends import Backend
+    from pytest_xla_dynamo.config import XlaConfig
+
+torch = pytest.importorskip("torch", reason=skip_reason())
 
 pytestmark = pytest.mark.xla_mode("train")
 
 STEPS = 3
 
 
-def _masks(fn, x, seed):
+def _masks(fn: Callable[[Any], Any], x: Any, seed: int) -> list[Any]:
     import torch_xla
 
     torch_xla.manual_seed(seed)
@@ -23,7 +34,7 @@ def _masks(fn, x, seed):
 
 
 @pytest.mark.xla_backend("trace_once", "trace_everytime")
-def test_dropout_masks_change_per_step(xla_backend, xla_device, xla_config_obj):
+def test_dropout_masks_change_per_step(xla_backend: Backend, xla_device: Any, xla_config_obj: XlaConfig) -> None:
     """Under one seed, each step draws a new mask; the same seed draws the same masks again."""
     model = torch.nn.Dropout(p=0.5).train()
     fn = xla_backend.wrap(model)

@@ -2,7 +2,7 @@
 
 Each test asserts the correct behaviour, so it fails while the problem exists (for a CPU fallback,
 a graph break or a silently dropped call, with an AssertionError whose message the registry
-matches). The registry (``pytest_xla_dynamo/known_issues.toml``) links each test to its issue: where
+matches). The registry (``pytest_xla_dynamo/known_issues/registry.toml``) links each test to its issue: where
 the installed versions are affected, the test is a strict xfail and must fail as recorded; where
 they are not, it is a regression test and must pass. Run: ``pytest suites/test_known_issues.py``.
 """
@@ -34,6 +34,12 @@ def _sync() -> None:
     torch_xla.sync()
 
 
+def _present(t: Any) -> Any:
+    """A gradient or buffer that the step must have produced (a clear failure where it did not)."""
+    assert t is not None, "expected a tensor (a gradient or a buffer), got None"
+    return t
+
+
 def _fallbacks(met: Any, *needles: str) -> dict[str, int]:
     """``aten::`` counters (CPU fallbacks) whose name contains one of ``needles``."""
     return {n: met.counter_value(n) for n in met.counter_names()
@@ -49,13 +55,13 @@ def test_maxpool2d_training_under_dynamo(xla_device: Any) -> None:
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(36, 2))
     x = torch.randn(2, 3, 8, 8)
     model(x).sum().backward()
-    expected = [p.grad.clone() for p in model.parameters()]
+    expected = [_present(p.grad).clone() for p in model.parameters()]
     model = model.to(xla_device)
     model.zero_grad(set_to_none=True)
     torch.compile(model, backend="openxla")(x.to(xla_device)).sum().backward()
     _sync()
     for want, param in zip(expected, model.parameters(), strict=True):
-        torch.testing.assert_close(param.grad.cpu(), want, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(_present(param.grad).cpu(), want, atol=1e-5, rtol=1e-5)
 
 
 def test_batch_norm_not_a_cpu_fallback(xla_device: Any) -> None:
@@ -312,9 +318,9 @@ def test_batchnorm_running_var_is_unbiased(xla_device: Any, backend: str) -> Non
     fn = torch.compile(xla, backend="openxla") if backend == "trace_once" else xla
     fn(x.to(xla_device))
     _sync()
-    got = xla.running_var.cpu()
+    got = _present(xla.running_var).cpu()
     biased = 0.9 + 0.1 * x.var(dim=(0, 2, 3), unbiased=False)
-    torch.testing.assert_close(xla.running_mean.cpu(), cpu.running_mean)
+    torch.testing.assert_close(_present(xla.running_mean).cpu(), cpu.running_mean)
     assert torch.allclose(got, cpu.running_var, rtol=1e-5, atol=1e-6), (
         f"running_var {got.tolist()} is the biased estimate {biased.tolist()}; "
-        f"PyTorch's (unbiased) running_var is {cpu.running_var.tolist()}")
+        f"PyTorch's (unbiased) running_var is {_present(cpu.running_var).tolist()}")

@@ -1,25 +1,38 @@
-"""Timing: each zoo model's steady-state step under each backend against the baseline (CPU eager).
+"""Timing: each zoo model's steady-state step under each backend against the baseline
+(``--xla-baseline-backend``, ``auto``: CPU eager where the XLA device is the CPU, else trace everytime).
 
 Compilation is warm-up (measured apart, as compilation latency); the timed runs go through
-pytest-benchmark. See ``pytest_xla_dynamo.timing`` for what is measured and how. Run it alone, without
-xdist workers competing for the cores, e.g.
+pytest-benchmark: the tests request its ``benchmark`` fixture, which ``xla_timing`` then uses, so that
+``--benchmark-skip``, ``--benchmark-json`` and the rest apply. Each case runs with the thread budget
+(``--xla-threads``), and a case disturbed by other load is re-measured, then recorded ``unreliable``.
+See ``pytest_xla_dynamo.timing`` for what is measured and how. Run it alone, without xdist workers
+competing for the cores, e.g.
 ``pytest suites/test_timing.py --xla-backend=trace_once,trace_everytime --xla-iterations-per-run=10``.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import pytest
 
-from pytest_xla_dynamo.timing import run_timing
+if TYPE_CHECKING:
+    from pytest_xla_dynamo.backends import Backend
+    from pytest_xla_dynamo.timing.check import XlaTiming
+    from pytest_xla_dynamo.zoo import ModelSpec
+
+pytest.importorskip("pytest_benchmark", reason="the timing suite needs pytest-benchmark: pip install pytest-benchmark")
 
 pytestmark = [pytest.mark.xla_shared_case]
 
 
 @pytest.mark.xla_mode("train")
-def test_timing_train(request, benchmark, xla_model, xla_backend):
+def test_timing_train(xla_timing: XlaTiming, benchmark: Any, xla_model: ModelSpec, xla_backend: Backend) -> None:
     """Training steps (zero_grad, forward, loss, backward, SGD step) per second against the baseline."""
-    run_timing(request, benchmark, xla_model, xla_backend, "train")
+    xla_timing.check_case(xla_model, xla_backend)
 
 
 @pytest.mark.xla_mode("infer")
-def test_timing_infer(request, benchmark, xla_model, xla_backend):
+def test_timing_infer(xla_timing: XlaTiming, benchmark: Any, xla_model: ModelSpec, xla_backend: Backend) -> None:
     """Inference forwards per second against the baseline."""
-    run_timing(request, benchmark, xla_model, xla_backend, "infer")
+    xla_timing.check_case(xla_model, xla_backend)

@@ -1,4 +1,5 @@
-"""Tests of pytest_xla_dynamo.graphs: the signature builder, the checks and the diff (pure logic over
+"""Tests of pytest_xla_dynamo.graphs (signature, snapshots, check): the signature builder, the checks and
+the diff (pure logic over
 hand-made ``metrics.Snapshot``s, in process), and the syrupy extension in real sessions (pytester
 subprocesses running a copy of ``suites/test_graphs.py`` on a tiny model, with and without xdist):
 the snapshot folder and format, ``--snapshot-update``, unused snapshots, a hand-edited snapshot,
@@ -18,9 +19,11 @@ import pytest
 pytest.importorskip("syrupy")
 
 from pytest_xla_dynamo import graphs as g
-from pytest_xla_dynamo.backends import BUILTIN_BACKENDS
-from pytest_xla_dynamo.config import XlaConfig, xla_config_key
+from pytest_xla_dynamo.backends import BUILTIN_BACKENDS, default_registry
+from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.graphs import snapshots as gs
 from pytest_xla_dynamo.metrics import Snapshot
+from pytest_xla_dynamo.session import XlaSession, session_key
 
 pytest_plugins = ["pytester"]
 
@@ -182,28 +185,28 @@ def test_snapshot_root_of_the_bundled_suites_and_of_other_test_files(tmp_path: P
     import pytest_xla_dynamo.suites
 
     suites_dir = Path(pytest_xla_dynamo.suites.__file__).resolve().parent
-    assert g.snapshot_root(suites_dir / "test_graphs.py") == Path(pytest_xla_dynamo.snapshots.__file__).resolve().parent
-    assert g.snapshot_root(REPO / "suites" / "test_graphs.py") == REPO / "snapshots"  # the repo (editable install)
-    assert g.snapshot_root(tmp_path / "suites" / "test_graphs.py") == tmp_path / "snapshots"
+    installed = Path(pytest_xla_dynamo.snapshots.__file__).resolve().parent
+    assert gs.snapshot_root(suites_dir / "test_graphs.py") == installed
+    assert gs.snapshot_root(REPO / "suites" / "test_graphs.py") == REPO / "snapshots"  # the repo (editable install)
+    assert gs.snapshot_root(tmp_path / "suites" / "test_graphs.py") == tmp_path / "snapshots"
 
 
 def test_variant_folders_for_options_that_change_signatures() -> None:
-    assert g.variant(XlaConfig()) == ""
-    assert g.variant(XlaConfig(seed=3, randomize_input=True)) == ""
-    assert g.variant(XlaConfig(tier="full", patches=("maxpool_to_avgpool",), dropout="keep")) == (
+    assert gs.variant(XlaConfig()) == ""
+    assert gs.variant(XlaConfig(seed=3, randomize_input=True)) == ""
+    assert gs.variant(XlaConfig(tier="full", patches=("maxpool_to_avgpool",), dropout="keep")) == (
         "tier-full+patch-maxpool_to_avgpool+dropout-keep")
 
 
 def _location(tmp_path: Path, xcfg: XlaConfig) -> Any:
-    stash = pytest.Stash()
-    stash[xla_config_key] = xcfg
+    config: Any = SimpleNamespace(stash=pytest.Stash())
+    config.stash[session_key] = XlaSession(config, xcfg, default_registry())
     test_file = tmp_path / "suites" / "test_graphs.py"
-    return SimpleNamespace(filepath=str(test_file), basename="test_graphs",
-                           item=SimpleNamespace(config=SimpleNamespace(stash=stash)))
+    return SimpleNamespace(filepath=str(test_file), basename="test_graphs", item=SimpleNamespace(config=config))
 
 
 def test_extension_format_folder_and_selection(tmp_path: Path) -> None:
-    ext = g.GraphSnapshotExtension()
+    ext = gs.GraphSnapshotExtension()
     data = {"b": {"z": 1, "a": [2, 1]}, "a": None}
     text = ext.serialize(data)
     assert text == '{\n  "a": null,\n  "b": {\n    "a": [\n      2,\n      1\n    ],\n    "z": 1\n  }\n}\n'
@@ -232,7 +235,7 @@ def test_extension_format_folder_and_selection(tmp_path: Path) -> None:
 CONFTEST = '''
 import json
 
-from pytest_xla_dynamo.records import get_store
+from pytest_xla_dynamo.session import get_session
 from pytest_xla_dynamo.zoo import ModelSpec
 
 LOSS_CALLS = [0]
@@ -269,8 +272,8 @@ def pytest_xla_register_models(register):
 
 
 def pytest_sessionfinish(session):
-    if not hasattr(session.config, "workerinput"):
-        records = [r.to_dict() for r in get_store(session.config) if r.suite == "graphs"]
+    if get_session(session.config).reports_here:
+        records = [r.to_dict() for r in get_session(session.config).store if r.suite == "graphs"]
         (session.config.rootpath / "records.json").write_text(json.dumps(records))
 '''
 
@@ -353,7 +356,8 @@ def test_snapshots_in_sessions_with_and_without_xdist(project: pytest.Pytester) 
     result.assert_outcomes(passed=1, failed=3)
     text = result.stdout.str()
     lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
-    start = lines.index(f"pytest_xla_dynamo.graphs.GraphSignatureError: tiny / trace_once / train: graph signature "
+    start = lines.index("pytest_xla_dynamo.graphs.check.GraphSignatureError: tiny / trace_once / train: graph "
+                        f"signature "
                         f"changed: xla.steady_step.executions: {real + 7} -> {real}")
     assert lines[start + 1] == f"snapshot: {snaps / TRAIN_ONCE}"
     assert lines[start + 2] == "[- snapshot] [+ received]"
@@ -365,7 +369,8 @@ def test_snapshots_in_sessions_with_and_without_xdist(project: pytest.Pytester) 
         "if the change is intended, rewrite the snapshot with: pytest "
         "'suites/test_graphs.py::test_graph_signature_train[tiny-trace_once]' --xla-backend=trace_once "
         "--xla-tier=small --snapshot-update")
-    assert ("pytest_xla_dynamo.graphs.RecompileError: drifting / trace_once / train: compiled after warm-up (2 steps), "
+    assert ("pytest_xla_dynamo.graphs.check.RecompileError: drifting / trace_once / train: compiled after "
+            "warm-up (2 steps), "
             "every steady step must reuse the compiled graphs:") in lines
     assert any(line.startswith("steady step 1: ") and "XLA compilation(s)" in line for line in lines), lines
     assert "1 snapshot unused" in text and ORPHAN.replace(".json", "") in text, text

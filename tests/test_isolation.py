@@ -1,46 +1,49 @@
-"""Tests of pytest_xla_dynamo.isolation: isolated tests in fresh interpreters (crashes reported, not
-fatal; known crashes as xfails), and the ``xla_subprocess`` fixture.
+"""Tests of pytest_xla_dynamo.isolation: isolated tests in fresh interpreters (crashes and hangs
+reported, not fatal; known crashes as xfails; the child never outlives its parent).
 
-The crash scenarios run in pytester subprocesses (each isolated test starts a child pytest: a few
-seconds each, so they are grouped into few sessions). The tests themselves are small pure-Python
-programs: what is under test is the plugin, not XLA.
+The scenarios run in pytester subprocesses (each isolated test starts a child pytest: a few seconds
+each, so they are grouped into few sessions). The tests themselves are small pure-Python programs
+(``os.abort``, ``time.sleep``): what is under test is the plugin, not XLA. The fault injections are real:
+SIGINT and SIGTERM to a running parent, pytest-timeout's signal and thread methods, the plugin's own
+timeout; each checks that the child's process is gone and no ``xla-isolated-*`` folder is left.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from process_helpers import gone, removed, wait_for_pids
 
-from pytest_xla_dynamo import isolation
-from pytest_xla_dynamo.isolation import (
-    SubprocessCrashed,
-    SubprocessError,
-    SubprocessTimeout,
-    XlaSubprocess,
-    forward_cli,
-    signal_name,
-)
+from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.isolation import IsolationPlugin, forward_cli
 
 pytest_plugins = ["pytester"]
 
 CONFTEST = """
 import os
 import pytest
-from pytest_xla_dynamo.records import CaseRecord, get_store, record_case
-from pytest_xla_dynamo.isolation import is_isolated_child
+from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.session import get_session
 
 os.environ.setdefault("XLA_TEST_PARENT_PID", str(os.getpid()))  # children inherit the parent's
 
 @pytest.fixture
 def record(request):
-    return lambda **kw: record_case(request.node, CaseRecord(suite="demo", backend="eager", mode="train", **kw))
+    session = get_session(request.config)
+    return lambda **kw: session.record(request.node, CaseRecord(suite="demo", backend="eager", mode="train", **kw))
 
 def pytest_sessionfinish(session):
-    if not is_isolated_child(session.config):
-        names = sorted(r.name for r in get_store(session.config))
+    if get_session(session.config).child_output is None:
+        names = sorted(r.name for r in get_session(session.config).store)
         print(f"\\nPARENT RECORDS={names}")
 """
 
@@ -124,6 +127,33 @@ def test_after_the_crashes():
     assert os.getpid() == int(os.environ["XLA_TEST_PARENT_PID"])
 """
 
+# A hanging isolated test: writes its pid to $XLA_TEST_PIDFILE, then sleeps in a named function (the stack shows it).
+HANGING = """
+import os, time
+import pytest
+
+def sleeping_here():
+    with open(os.environ["XLA_TEST_PIDFILE"], "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(600)
+
+@pytest.mark.xla_isolated
+def test_hangs():
+    sleeping_here()
+
+def test_after_the_hang():
+    pass
+"""
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """This environment without pytest's and the plugin's variables (as a user's shell would be)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_", "COV_")) and k not in ("REPLACE_MAXPOOL", "USE_FAKE_TENSOR")}
+    env.setdefault("PJRT_DEVICE", "CPU")
+    env.update(extra)
+    return env
+
 
 @pytest.fixture
 def crash_project(pytester: pytest.Pytester) -> pytest.Pytester:
@@ -131,6 +161,22 @@ def crash_project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makefile(".toml", registry=REGISTRY)
     pytester.makepyfile(test_a=TESTS_A, test_b=TESTS_B)
     return pytester
+
+
+@pytest.fixture
+def hang_project(pytester: pytest.Pytester, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> tuple[pytest.Pytester, Path, Path]:
+    """A project with :data:`HANGING`; TMPDIR and the pid file point into ``tmp_path``."""
+    tmp, pidfile = tmp_path / "tmp", tmp_path / "child.pid"
+    tmp.mkdir()
+    pytester.makepyfile(test_hang=HANGING)
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setenv("XLA_TEST_PIDFILE", str(pidfile))
+    return pytester, tmp, pidfile
+
+
+def _left_behind(tmp: Path) -> list[str]:
+    return [p.name for p in tmp.glob("xla-isolated-*")]
 
 
 def test_crashes_are_reported_and_the_session_goes_on(crash_project: pytest.Pytester) -> None:
@@ -156,8 +202,11 @@ def test_crashes_are_reported_and_the_session_goes_on(crash_project: pytest.Pyte
     assert "known crash local:wrong-signal expects signal SIGSEGV, got signal SIGABRT" in out
     result.stdout.fnmatch_lines(["FAILED test_a.py::test_crash_with_wrong_signal*",
                                  "FAILED test_a.py::test_unknown_abort*"], consecutive=False)
-    # the child's faulthandler output reaches the report; no fixture state leaked across the crash
+    # the child's faulthandler output reaches the report, once per failed abort (not again as a section)
     assert "Fatal Python error: Aborted" in out
+    assert out.count("Fatal Python error: Aborted") == 2, out
+    assert "isolated child stderr" not in out
+    # no fixture state leaked across the crash
     assert "previous item was not torn down properly" not in out
     # the child's case record reached the parent's store
     assert "PARENT RECORDS=['from-child']" in out
@@ -179,7 +228,7 @@ import pytest
 def hang():
     time.sleep(600)
 
-@pytest.mark.xla_isolated(timeout=10)
+@pytest.mark.xla_isolated(timeout=20)
 def test_hangs(hang):
     pass
 
@@ -196,7 +245,9 @@ def test_unknown_segv():
                                                 "-n", "2", "-p", "no:randomly", "-rA", timeout=600)
     result.assert_outcomes(passed=0, failed=3, xfailed=1, errors=1)
     out = result.stdout.str()
-    assert "isolated test timed out (killed) in its setup phase" in out
+    assert ("isolated test timed out after 20 s (@pytest.mark.xla_isolated(timeout=20)) in its setup phase"
+            in out)
+    assert re.search(r"the child's Python stack when it was ended \(faulthandler\) ---\n(.*\n)*.* in hang\n", out)
     assert "FAILED test_a.py::test_in_parent" in out  # it ran in a child: isolation covered it
     assert "FAILED test_b.py::test_after_the_crashes" in out
     assert out.count("= xla known issues =") == 1
@@ -204,13 +255,180 @@ def test_unknown_segv():
     result.stdout.re_match_lines([r"XFAIL test_a.py::test_known_segv - .*\[crashed with signal SIGSEGV\]"])
 
 
+# --- timeouts ---------------------------------------------------------------------------------------
+
+
+def test_a_timeout_is_reported_with_its_limit_and_the_childs_stack(
+        hang_project: tuple[pytest.Pytester, Path, Path]) -> None:
+    """``--xla-isolate-timeout`` for every isolated test, the marker's ``timeout=`` over it; the session goes on."""
+    pytester, tmp, pidfile = hang_project
+    pytester.makepyfile(test_marked="""
+import time
+import pytest
+
+def napping_here():
+    time.sleep(600)
+
+@pytest.mark.xla_isolated(timeout=15)
+def test_marked_hang():
+    napping_here()
+""")
+    result = pytester.runpytest_subprocess("--xla-isolate-timeout=25", "-p", "no:randomly", "-p", "no:cacheprovider",
+                                           "test_hang.py", "test_marked.py", timeout=600)
+    out = result.stdout.str()
+    result.assert_outcomes(passed=1, failed=2)
+    assert "isolated test timed out after 25 s (--xla-isolate-timeout) in its call phase" in out
+    assert "isolated test timed out after 15 s (@pytest.mark.xla_isolated(timeout=15)) in its call phase" in out
+    stacks = re.findall(r"Python stack when it was ended \(faulthandler\) ---\n((?:.*\n)*?)command: ", out)
+    assert len(stacks) == 2, out
+    assert "most recent call first" in stacks[0] and "in sleeping_here" in stacks[0]
+    assert "in napping_here" in stacks[1]
+    assert "crashed with exit code -1" not in out and "(killed)" not in out
+    assert result.ret == 1
+    assert gone(int(pidfile.read_text()))
+    assert _left_behind(tmp) == []
+
+
+def test_the_timeout_option_is_documented(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--help")
+    help_text = re.sub(r"\s+", " ", result.stdout.str())
+    assert "--xla-isolate-timeout=SECONDS" in help_text
+    assert "(default: 1800)" in help_text.split("--xla-isolate-timeout=SECONDS", 1)[1][:400]
+    assert "PYTEST_XLA_ISOLATE_TIMEOUT" in help_text
+    assert "xla_isolate_timeout" in help_text  # the ini key
+
+
+BAD_TIMEOUTS: list[tuple[list[str], dict[str, str], str]] = [
+    (["--xla-isolate-timeout=abc"], {}, "--xla-isolate-timeout: invalid value 'abc'"),
+    (["--xla-isolate-timeout=0"], {}, "--xla-isolate-timeout: invalid value '0'"),
+    (["--xla-isolate-timeout=-5"], {}, "--xla-isolate-timeout: invalid value '-5'"),
+    (["--xla-isolate-timeout=inf"], {}, "--xla-isolate-timeout: invalid value 'inf'"),
+    ([], {"PYTEST_XLA_ISOLATE_TIMEOUT": "soon"}, "--xla-isolate-timeout (env PYTEST_XLA_ISOLATE_TIMEOUT): "
+                                                 "invalid value 'soon'"),
+    (["-c", "bad.ini"], {}, "--xla-isolate-timeout (ini): invalid value 'nan'"),
+]
+
+DRIVER = """
+import contextlib, io, json, os, sys
+import pytest
+results = []
+for case in json.load(open(sys.argv[1])):
+    saved = dict(os.environ)
+    os.environ.update(case["env"])
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            ret = int(pytest.main(["-p", "no:cacheprovider", *case["args"]]))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    results.append({"ret": ret, "out": out.getvalue(), "err": err.getvalue()})
+print("RESULTS", json.dumps(results))
+"""
+
+
+def test_bad_timeouts_are_usage_errors(pytester: pytest.Pytester) -> None:
+    """Each bad ``--xla-isolate-timeout`` (command line, environment, ini): exit 4 before any test, naming
+    the value and the valid ones, no traceback. One interpreter runs the sessions in turn."""
+    pytester.makepyfile(test_plain="def test_plain():\n    print('RAN')\n")
+    pytester.makefile(".ini", bad="[pytest]\nxla_isolate_timeout = nan\n")
+    (pytester.path / "cases.json").write_text(json.dumps([{"args": a, "env": e} for a, e, _ in BAD_TIMEOUTS]))
+    (pytester.path / "driver.py").write_text(DRIVER)
+    proc = subprocess.run([sys.executable, "driver.py", "cases.json"], cwd=pytester.path, env=_clean_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results: list[dict[str, Any]] = json.loads(proc.stdout.split("RESULTS ", 1)[1])
+    for (_, _, message), res in zip(BAD_TIMEOUTS, results, strict=True):
+        output = res["out"] + res["err"]
+        assert res["ret"] == pytest.ExitCode.USAGE_ERROR, output[-2000:]
+        assert f"ERROR: {message}; valid: a finite positive number" in res["err"], output[-2000:]
+        assert "Traceback" not in output and "RAN" not in output
+
+
+class _Item:
+    """What ``IsolationPlugin.timeout`` reads of an item: its closest marker."""
+
+    def __init__(self, *marks: pytest.MarkDecorator) -> None:
+        self.marks = {m.mark.name: m.mark for m in marks}
+
+    def get_closest_marker(self, name: str) -> Any:
+        return self.marks.get(name)
+
+
+@pytest.mark.parametrize(("source", "shown"), [
+    ("command line", "--xla-isolate-timeout"),
+    ("env PYTEST_XLA_ISOLATE_TIMEOUT", "--xla-isolate-timeout, env PYTEST_XLA_ISOLATE_TIMEOUT"),
+    ("ini", "--xla-isolate-timeout, ini"),
+    ("default", "--xla-isolate-timeout, default"),
+])
+def test_the_limit_and_where_it_comes_from(source: str, shown: str) -> None:
+    xcfg = XlaConfig(isolate_timeout=42.0, sources={"xla_isolate_timeout": source})
+    plugin = IsolationPlugin(SimpleNamespace(config=None, xcfg=xcfg, child_output=None))  # type: ignore[arg-type]
+    assert plugin.timeout(_Item(pytest.mark.xla_isolated)) == (42.0, shown)  # type: ignore[arg-type]
+    assert plugin.timeout(_Item(pytest.mark.xla_isolated(timeout=7))) == (  # type: ignore[arg-type]
+        7.0, "@pytest.mark.xla_isolated(timeout=7)")
+    assert XlaConfig().isolate_timeout == 1800.0
+
+
+# --- the child ends with its parent -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 2), (signal.SIGTERM, -signal.SIGTERM)])
+def test_ctrl_c_or_sigterm_to_the_parent_ends_the_child(hang_project: tuple[pytest.Pytester, Path, Path],
+                                                        sig: signal.Signals, code: int) -> None:
+    """Ctrl-C (SIGINT: the child runs in its own session, so only the parent gets it) or SIGTERM to a
+    parent waiting for a hanging isolated test: the child is gone and so is its temp folder."""
+    pytester, tmp, pidfile = hang_project
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
+                             "test_hang.py"], cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=_clean_env(TMPDIR=str(tmp), XLA_TEST_PIDFILE=str(pidfile)))
+    try:
+        (child,) = wait_for_pids(pidfile, 1, within=300)
+        assert _left_behind(tmp), "the child's temp folder exists while it runs"
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, out[-3000:]
+    if sig == signal.SIGINT:
+        assert "KeyboardInterrupt" in out and "INTERNALERROR" not in out
+    assert gone(child), f"the child {child} outlived its parent"
+    assert _left_behind(tmp) == []
+
+
+def test_pytest_timeout_signal_method_fails_the_test_and_the_session_goes_on(
+        hang_project: tuple[pytest.Pytester, Path, Path]) -> None:
+    pytest.importorskip("pytest_timeout")
+    pytester, tmp, pidfile = hang_project
+    result = pytester.runpytest_subprocess("--timeout=20", "--timeout-method=signal", "-p", "no:randomly",
+                                           "-p", "no:cacheprovider", timeout=600)
+    out = result.stdout.str()
+    assert result.ret == 1, out[-3000:]  # not INTERNALERROR (3)
+    assert "INTERNALERROR" not in out + result.stderr.str()
+    result.assert_outcomes(failed=1, passed=1)
+    assert re.search(r"isolated test was stopped after [\d.]+ s in its call phase\n"
+                     r"stopped by: Timeout \(>20\.0s\) from pytest-timeout\. \(the child was ended\)", out), out
+    assert "in sleeping_here" in out  # the child's stack
+    assert gone(int(pidfile.read_text()))
+    assert _left_behind(tmp) == []
+
+
+def test_pytest_timeout_thread_method_ends_the_child_with_the_parent(
+        hang_project: tuple[pytest.Pytester, Path, Path]) -> None:
+    """The thread method dumps the stacks and ends the parent with ``os._exit(1)``: no ``finally`` runs
+    there; the kernel (PR_SET_PDEATHSIG) and the watchdog end the child and remove its folder."""
+    pytest.importorskip("pytest_timeout")
+    pytester, tmp, pidfile = hang_project
+    result = pytester.runpytest_subprocess("--timeout=20", "--timeout-method=thread", "-p", "no:randomly",
+                                           "-p", "no:cacheprovider", timeout=600)
+    assert result.ret == 1
+    assert "Timeout" in result.stdout.str() + result.stderr.str()
+    assert gone(int(pidfile.read_text()))
+    assert all(removed(p) for p in tmp.glob("xla-isolated-*"))  # the watchdog acts within seconds
+    assert _left_behind(tmp) == []
+
+
 # --- pure logic -------------------------------------------------------------------------------------
-
-
-def test_signal_name() -> None:
-    assert signal_name(-6) == "SIGABRT"
-    assert signal_name(-11) == "SIGSEGV"
-    assert signal_name(0) is None and signal_name(1) is None and signal_name(None) is None
 
 
 def test_forward_cli_keeps_plugin_ini_and_config_options_only() -> None:
@@ -219,49 +437,3 @@ def test_forward_cli_keeps_plugin_ini_and_config_options_only() -> None:
              "--maxfail=3", "-v"]
     assert forward_cli(given) == ["-p", "no:randomly", "-pfoo", "-o", "a=1", "--override-ini=b=2", "-c",
                                   "cfg.ini", "--strict-markers", "-W", "ignore", "--import-mode=importlib"]
-
-
-# --- xla_subprocess ---------------------------------------------------------------------------------
-
-
-def test_xla_subprocess_run_returns_the_result(xla_subprocess: XlaSubprocess) -> None:
-    result = xla_subprocess.run("""
-        import os, sys
-        print("out", os.environ["PJRT_DEVICE"], sys.argv[1:])
-        print("err", file=sys.stderr)
-    """, timeout=60, args=["a", "b"])
-    assert result.ok and result.returncode == 0 and result.signal is None and result.error is None
-    assert result.stdout.strip() == f"out {os.environ.get('PJRT_DEVICE', 'CPU')} ['a', 'b']"
-    assert result.stderr.strip() == "err"
-
-
-def test_xla_subprocess_check_raises_the_childs_exception_type(xla_subprocess: XlaSubprocess) -> None:
-    code = "class Boom(KeyError):\n    pass\nraise Boom('the child failed: 42')\n"
-    result = xla_subprocess.run(code, timeout=60)
-    assert result.returncode == 1 and result.error is not None and result.error["type"] == "Boom"
-    with pytest.raises(KeyError, match=r"the child failed: 42") as info:
-        xla_subprocess.check(code, timeout=60)
-    assert isinstance(info.value, SubprocessError)
-    assert type(info.value).__name__ == "Boom"
-    assert "raise Boom('the child failed: 42')" in str(info.value)  # the child's traceback
-    assert info.value.result.returncode == 1
-
-
-def test_xla_subprocess_reports_crashes_and_timeouts() -> None:
-    runner = XlaSubprocess()
-    result = runner.run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", timeout=60)
-    assert result.signal == "SIGSEGV" and result.returncode == -signal.SIGSEGV
-    assert "Segmentation fault" in result.stderr  # faulthandler in the child
-    with pytest.raises(SubprocessCrashed, match=r"crashed with signal SIGABRT \(exit code -6\)"):
-        runner.check("import os\nos.abort()", timeout=60)
-    with pytest.raises(SubprocessTimeout, match="timed out"):
-        runner.check("import time\ntime.sleep(60)", timeout=1)
-    with pytest.raises(SubprocessError, match="exited with code 3"):
-        runner.check("import sys\nsys.exit(3)", timeout=60)
-
-
-def test_child_env_is_not_inherited_by_the_childs_own_subprocesses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(isolation.CHILD_ENV, "/nonexistent/reports.jsonl")
-    result = XlaSubprocess().run(f"import os\nprint(os.environ.get({isolation.CHILD_ENV!r}))", timeout=60)
-    assert result.stdout.strip() == "None"
-    assert os.environ[isolation.CHILD_ENV]  # untouched here

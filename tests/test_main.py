@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,6 +15,26 @@ from pytest_xla_dynamo import __main__ as entry
 
 REPO = Path(__file__).resolve().parents[1]
 SUITES = REPO / "suites"
+
+
+def build_outputs() -> dict[str, int]:
+    """What a build writes into its source folder (``build/``, ``dist/``, ``*.egg-info``), as found in the
+    checkout: file -> modification time."""
+    found = [p for pattern in ("build", "dist", "*.egg-info") for p in REPO.glob(pattern)]
+    return {str(f): f.stat().st_mtime_ns for p in found for f in [p, *p.rglob("*")] if f.is_file()} | {
+        str(p): 0 for p in found}
+
+
+def copy_source(dest: Path) -> Path:
+    """What a build reads (pyproject.toml, README, the package folders), copied to ``dest``: setuptools
+    writes ``build/`` and ``*.egg-info`` beside the sources, so a build from the checkout would write there."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
+        if (REPO / name).exists():
+            shutil.copy2(REPO / name, dest / name)
+    for folder in ("pytest_xla_dynamo", "suites", "snapshots"):
+        shutil.copytree(REPO / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return dest
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -34,7 +55,8 @@ def _ids(proc: subprocess.CompletedProcess[str], prefix: str = "") -> list[str]:
     return [i[len(prefix):] for i in ids]
 
 
-COLLECT = ["--collect-only", "-q", "--xla-backend=trace_once,trace_everytime"]
+# the node ids are compared in order: no random order in these sessions (pytest-randomly, where installed)
+COLLECT = ["--collect-only", "-q", "--xla-backend=trace_once,trace_everytime", "-p", "no:randomly"]
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +100,45 @@ def test_build_args_plugin_not_duplicated(tmp_path: Path, monkeypatch: pytest.Mo
     assert entry.build_args(["-pxla_dynamo"], SUITES, tmp_path).count("-p") == 0
 
 
+def test_sub_commands_are_dispatched_on_the_first_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    def echo(args: list[str]) -> int:
+        calls.append(args)
+        return 7
+
+    monkeypatch.setitem(entry.COMMANDS, "echo", echo)
+    assert entry.main(["echo", "a", "--b"]) == 7
+    assert calls == [["a", "--b"]]
+
+
+def test_folder_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert entry.main(["--suites-dir"]) == 0
+    assert capsys.readouterr().out.strip() == str(SUITES.resolve())
+    assert entry.main(["--snapshots-dir"]) == 0
+    assert capsys.readouterr().out.strip() == str((REPO / "snapshots").resolve())
+    assert entry.main(["--suites-dir", "-x"]) == pytest.ExitCode.USAGE_ERROR
+    assert capsys.readouterr().err.strip() == "ERROR: --suites-dir takes no arguments, got '-x'"
+
+
+def test_known_issues_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_xla_dynamo.known_issues.registry import load_registry
+    from pytest_xla_dynamo.known_issues.table import DOC_VERSIONS, render_markdown
+
+    assert entry.main(["known-issues", "--markdown"]) == 0
+    assert capsys.readouterr().out == render_markdown(load_registry([]), DOC_VERSIONS)
+    with pytest.raises(SystemExit) as info:
+        entry.main(["known-issues", "--bogus"])
+    assert info.value.code == pytest.ExitCode.USAGE_ERROR
+    assert "python -m pytest_xla_dynamo known-issues: error: unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_entry_reuses_the_launch_module() -> None:
+    from pytest_xla_dynamo import launch
+
+    assert entry.MainMarker is launch.MainMarker and entry.suites_dir is launch.suites_dir
+    assert entry.REPRO_PREFIX == launch.REPRO_PREFIX == "python -m pytest_xla_dynamo"
+
+
 def test_installed_folders() -> None:
     assert entry.suites_dir() == SUITES.resolve()  # the editable install maps suites/ to the package
     assert entry.snapshots_dir() == (REPO / "snapshots").resolve()
@@ -105,7 +166,7 @@ def test_module_runs_one_suite_file_and_loads_the_plugin_once(tmp_path: Path, re
     # the user's own -p xla_dynamo is not duplicated (a second registration would be an error); the
     # session knows it was launched by the module (repro commands then start "python -m pytest_xla_dynamo")
     (tmp_path / "probe.py").write_text(
-        "from pytest_xla_dynamo.__main__ import launched_by_main\n"
+        "from pytest_xla_dynamo.launch import launched_by_main\n"
         "def pytest_collection_finish(session):\n"
         "    print('LAUNCHED-BY-MAIN', launched_by_main(session.config))\n")
     mine = _run([sys.executable, "-m", "pytest_xla_dynamo", smallest, "-p", "xla_dynamo", "-p", "probe", *COLLECT],
@@ -121,12 +182,26 @@ def test_prints_the_installed_folders(tmp_path: Path) -> None:
     for flag, folder in (("--suites-dir", SUITES), ("--snapshots-dir", REPO / "snapshots")):
         proc = _run([sys.executable, "-m", "pytest_xla_dynamo", flag], tmp_path)
         assert proc.returncode == 0 and proc.stdout.strip() == str(folder.resolve())
+    bad = _run([sys.executable, "-m", "pytest_xla_dynamo", "--suites-dir", "extra"], tmp_path)
+    assert bad.returncode == pytest.ExitCode.USAGE_ERROR and "--suites-dir takes no arguments" in bad.stderr
+    assert "Traceback" not in bad.stdout + bad.stderr
+
+
+def test_known_issues_from_the_command_line(tmp_path: Path) -> None:
+    proc = _run([sys.executable, "-m", "pytest_xla_dynamo", "known-issues", "--markdown"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("| id |") and "pytorch/" in proc.stdout
+    assert not (tmp_path / ".pytest_cache").exists()  # not a pytest session
 
 
 def test_from_a_built_wheel(tmp_path: Path, repo_ids: list[str]) -> None:
-    """Build the wheel, unpack it as an install would, and collect from it, away from the checkout."""
-    build = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(REPO)],
+    """Build the wheel (from a copy of the sources: nothing is written into the checkout), unpack it as an
+    install would, and collect from it, away from the checkout: no PytestAssertRewriteWarning."""
+    before = build_outputs()
+    source = copy_source(tmp_path / "source")
+    build = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(source)],
                  tmp_path)
+    assert build_outputs() == before
     if build.returncode != 0 and "No matching distribution found for setuptools" in build.stderr:
         pytest.skip("pip cannot get setuptools to build the wheel here (offline): " + build.stderr[-300:])
     assert build.returncode == 0, build.stderr[-3000:]
@@ -145,5 +220,6 @@ def test_from_a_built_wheel(tmp_path: Path, repo_ids: list[str]) -> None:
     cwd.mkdir()
     where = _run([sys.executable, "-m", "pytest_xla_dynamo", "--suites-dir"], cwd, PYTHONPATH=str(site))
     assert where.stdout.strip() == str((site / "pytest_xla_dynamo" / "suites").resolve())
-    got = _ids(_run([sys.executable, "-m", "pytest_xla_dynamo", *COLLECT], cwd, PYTHONPATH=str(site)))
-    assert got == repo_ids
+    run = _run([sys.executable, "-m", "pytest_xla_dynamo", *COLLECT], cwd, PYTHONPATH=str(site))
+    assert _ids(run) == repo_ids
+    assert "PytestAssertRewriteWarning" not in run.stdout + run.stderr

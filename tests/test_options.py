@@ -1,21 +1,19 @@
-"""Options: the group in --help, usage errors, precedence (marker > CLI > env > ini > default), and a
-plugin that loads without torch."""
+"""Options in pytest sessions: the group in --help, the markers in --markers, usage errors, precedence
+(marker > CLI > env > ini > default), a plugin that imports no torch. Parsing itself: test_config.py; the
+plugin without torch and every bad value at start-up: test_faults.py."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import venv
-from pathlib import Path
 
 import pytest
 
-from pytest_xla_dynamo import config as cfg
+from pytest_xla_dynamo import markers
+from pytest_xla_dynamo.options import OPTIONS
 
 pytest_plugins = ["pytester"]
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_help_lists_the_option_group(pytester: pytest.Pytester) -> None:
@@ -23,13 +21,22 @@ def test_help_lists_the_option_group(pytester: pytest.Pytester) -> None:
     assert result.ret == 0
     out = " ".join(result.stdout.str().split())  # argparse wraps help lines
     assert "dynamo + torch_xla conformance (pytest-xla-dynamo):" in out
-    for opt in cfg.OPTIONS:
+    for opt in OPTIONS:
         assert opt.cli in out, opt.cli
     assert "--iterations-per-run" in out  # the seed's spelling
     assert "trace_once, trace_everytime, eager, openxla_eval, inductor, aot_eager" in out
     # every option is mirrored as an ini key
-    for opt in cfg.OPTIONS:
+    for opt in OPTIONS:
         assert opt.dest in out, opt.dest
+
+
+def test_markers_are_declared(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--markers")
+    assert result.ret == 0
+    out = result.stdout.str()
+    for line in markers.MARKERS:
+        name, _, text = line.partition(": ")
+        assert f"@pytest.mark.{name}: {text}" in out, line
 
 
 @pytest.mark.parametrize(
@@ -77,10 +84,10 @@ def test_bad_marker_values_are_usage_errors(pytester: pytest.Pytester) -> None:
 
 PRECEDENCE_TEST = """
     import pytest
-    from pytest_xla_dynamo.config import get_config
+    from pytest_xla_dynamo.session import get_session
 
     def test_show(request):
-        c = get_config(request.config)
+        c = get_session(request.config).xcfg
         print("RESOLVED", "|".join([",".join(c.backends), str(c.seed), ",".join(c.patches),
               ",".join(c.tensor_modes), c.sources["xla_backend"], c.sources["xla_seed"]]))
 """
@@ -149,37 +156,3 @@ def test_seed_alias_accepted_with_a_note(pytester: pytest.Pytester) -> None:
 def test_plugin_import_does_not_import_torch() -> None:
     code = "import pytest_xla_dynamo.plugin, sys; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-@pytest.fixture(scope="module")
-def noxla_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with pytest and the plugin, and no torch: what ``tox -e noxla`` builds."""
-    env_dir = tmp_path_factory.mktemp("noxla") / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "pytest>=8",
-                    "tabulate", "packaging"], check=True)
-    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-                    "-e", str(REPO)], check=True)
-    return python
-
-
-def test_without_torch(noxla_python: Path, tmp_path: Path) -> None:
-    """No torch: --help works, unrelated tests pass, XLA tests skip saying what to install."""
-    check = subprocess.run([noxla_python, "-c", "import importlib.util as u; print(u.find_spec('torch'))"],
-                           capture_output=True, text=True, check=True)
-    assert check.stdout.strip() == "None"
-    help_out = subprocess.run([noxla_python, "-m", "pytest", "--help"], capture_output=True, text=True, cwd=tmp_path)
-    assert help_out.returncode == 0, help_out.stderr
-    assert "--xla-backend" in help_out.stdout
-    (tmp_path / "test_mixed.py").write_text(
-        "import pytest\n\n"
-        "def test_plain():\n    assert 1 + 1 == 2\n\n"
-        "def test_device(xla_device):\n    pass\n\n"
-        "def test_backend(xla_backend):\n    pass\n\n"
-        "@pytest.mark.xla\ndef test_marked():\n    import torch\n")
-    run = subprocess.run([noxla_python, "-m", "pytest", "-rs", "-p", "no:cacheprovider"], capture_output=True,
-                         text=True, cwd=tmp_path)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "1 passed, 3 skipped" in run.stdout
-    assert "needs torch, torch_xla, not installed: pip install torch==2.9.0 torch_xla==2.9.0" in run.stdout

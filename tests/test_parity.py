@@ -47,9 +47,9 @@ def pytest_xla_register_backends(registry):
 USER_TESTS = """
 import torch
 
-from pytest_xla_dynamo.cases import PreparedCase
+from pytest_xla_dynamo.cases import iter_trace
 from pytest_xla_dynamo.metrics import snapshot
-from pytest_xla_dynamo.parity import engine_for, iter_trace
+from pytest_xla_dynamo.session import get_session
 from pytest_xla_dynamo.zoo import get_model
 
 
@@ -64,7 +64,7 @@ def test_user_model_inference(xla_parity, xla_backend):
 
 
 def test_shared_case_equals_fresh_compile(request, xla_backend):
-    engine = engine_for(request.config)
+    engine = get_session(request.config).engine
     spec = get_model("tiny")
     shared = engine.prepared(spec, xla_backend, "train")
     again = engine.prepared(spec, xla_backend, "train")
@@ -74,8 +74,7 @@ def test_shared_case_equals_fresh_compile(request, xla_backend):
     second = list(iter_trace(shared, 2))
     assert snapshot().delta(before).count("UncachedCompile") == 0  # reuse compiles nothing new
     torch._dynamo.reset()  # a fresh compile of the same case
-    key = engine.key(spec, xla_backend, "train")
-    fresh = PreparedCase(key, spec, xla_backend, *engine._build(key, spec))
+    fresh = engine.fresh(spec, xla_backend, "train")
     fresh.warm_up()
     third = list(iter_trace(fresh, 2))
     for a, b, c in zip(first, second, third):

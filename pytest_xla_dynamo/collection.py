@@ -1,0 +1,107 @@
+"""Collection: parametrization from options and markers, mode selection, model order, xdist groups, skips.
+
+``parametrize`` turns ``--xla-backend``/``--xla-models``/``--xla-tensor-mode`` (or the markers
+``xla_backend``/``xla_models``/``xla_tensor_mode`` of a test) into indirect parameters with readable ids
+(``test_training_parity[resnet18-trace_once]``); backends that do not support a test's ``xla_mode`` are
+left out. ``arrange`` deselects tests whose mode is not in ``--xla-modes``, runs the shared-case tests
+model by model (so each model's prepared cases are built once and freed before the next), puts each
+model's tests in one ``xdist_group``, and skips XLA tests where torch or torch_xla is missing. Nothing here
+touches a device. No torch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from pytest_xla_dynamo import devices, zoo
+from pytest_xla_dynamo.config import MODES, TENSOR_MODES
+from pytest_xla_dynamo.markers import item_modes, marker_values
+from pytest_xla_dynamo.session import XlaSession
+
+# Fixtures whose use makes a test an XLA test (skipped without torch_xla, isolated per test).
+XLA_FIXTURES = frozenset({"xla_device", "xla_backend", "tensor_mode", "xla_parity", "xla_graphs", "xla_timing",
+                          "xla_model"})
+
+
+def needs_xla(item: pytest.Item) -> bool:
+    """Whether ``item`` needs torch and torch_xla: the ``xla`` marker or one of :data:`XLA_FIXTURES`."""
+    return item.get_closest_marker("xla") is not None or bool(
+        XLA_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
+def _valid(values: list[str], valid: Sequence[str], aliases: dict[str, str] | None = None) -> list[str]:
+    """The valid ``values`` (aliases resolved); the invalid ones are reported by ``markers.validate_item``."""
+    resolved = [(aliases or {}).get(v, v) for v in values]
+    return [v for v in resolved if v in valid]
+
+
+def parametrize(session: XlaSession, metafunc: pytest.Metafunc) -> None:
+    """Parametrize the plugin's fixtures of one test function (see the module docstring)."""
+    xcfg, registry = session.xcfg, session.backends
+    names = metafunc.fixturenames
+    if "xla_model" in names:
+        chosen = marker_values(metafunc.definition, "xla_models")
+        models = _valid(chosen, zoo.model_names()) if chosen is not None else list(xcfg.models)
+        metafunc.parametrize("xla_model", models, ids=models, indirect=True)
+    if "xla_backend" in names:
+        chosen = marker_values(metafunc.definition, "xla_backend")
+        selected = (_valid(chosen, registry.names(), registry.aliases) if chosen is not None
+                    else list(xcfg.backends))
+        modes = [m for m in item_modes(metafunc.definition) if m in MODES]
+        selected = [b for b in selected if all(registry.get(b).supports(m) for m in modes)]
+        metafunc.parametrize("xla_backend", selected, ids=selected, indirect=True)
+    if "tensor_mode" in names:
+        chosen = marker_values(metafunc.definition, "xla_tensor_mode")
+        tensor_modes = _valid(chosen, TENSOR_MODES) if chosen is not None else list(xcfg.tensor_modes)
+        metafunc.parametrize("tensor_mode", tensor_modes, ids=tensor_modes, indirect=True)
+
+
+def model_param(item: pytest.Item) -> str | None:
+    """The ``xla_model`` parameter of ``item`` (None: not a zoo case)."""
+    params = getattr(item, "callspec", None)
+    model = params.params.get("xla_model") if params is not None else None
+    return None if model is None else str(getattr(model, "name", model))
+
+
+def deselect_modes(session: XlaSession, items: list[pytest.Item]) -> None:
+    """Deselect tests whose ``xla_mode`` is not in ``--xla-modes``."""
+    modes = session.xcfg.modes
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        marked = item_modes(item)
+        (drop if marked and not set(marked) <= set(modes) else keep).append(item)
+    if drop:
+        session.config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def order_by_model(items: list[pytest.Item]) -> None:
+    """Run the shared-case tests model by model (stable otherwise), so each model's prepared cases
+    are built once and freed before the next model's."""
+    order = {name: i for i, name in enumerate(zoo.model_names())}
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int]:
+        index, item = pair
+        model = model_param(item)
+        if model is None or item.get_closest_marker("xla_shared_case") is None:
+            return (-1, index)  # everything else keeps its place, first
+        return (order.get(model, len(order)), index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
+
+
+def arrange(session: XlaSession, items: list[pytest.Item]) -> None:
+    """Mode selection, model order, xdist groups and missing-stack skips (see the module docstring)."""
+    deselect_modes(session, items)
+    order_by_model(items)
+    reason = devices.skip_reason()
+    for item in items:
+        model = model_param(item)
+        if model is not None:
+            # all tests of one model share a worker and its prepared models
+            item.add_marker(pytest.mark.xdist_group(name=f"xla-{model}"))
+        if reason is not None and needs_xla(item):
+            item.add_marker(pytest.mark.skip(reason=reason))

@@ -1,0 +1,89 @@
+"""The case engine: the one place that builds, caches and warms up cases, for parity, graphs and timing.
+
+A process has one :class:`CaseEngine` (``XlaSession.engine``). It turns the session's options into a
+:class:`~pytest_xla_dynamo.cases.CaseKey` (tier, seed, patches, input randomization), builds each
+(model, backend, mode) once per process, and keeps it warmed up in a :class:`~pytest_xla_dynamo.cases.CaseCache`
+(one model at a time: the collection hook orders shared-case tests model by model). The parity
+references (eager twice, and fp64) are cached here too, beside the cases they were built with.
+It also reads a test's mode: the ``mode`` argument, else its ``xla_mode`` marker, so suites state it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.backends import Backend, BackendRegistry
+from pytest_xla_dynamo.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
+from pytest_xla_dynamo.config import MODES, XlaConfig
+
+if TYPE_CHECKING:
+    import torch
+
+
+def case_mode(item: pytest.Item, mode: str | None = None) -> str:
+    """``mode`` if given, else the test's ``xla_mode`` marker (UsageError when neither says it)."""
+    if mode is None:
+        marker = item.get_closest_marker("xla_mode")
+        if marker is None or len(marker.args) != 1:
+            raise pytest.UsageError(f"{item.nodeid}: say the mode once: @pytest.mark.xla_mode('train' or "
+                                    "'infer') on the test or module, or pass mode=")
+        mode = str(marker.args[0])
+    if mode not in MODES:
+        raise pytest.UsageError(f"{item.nodeid}: invalid mode {mode!r}; valid: {', '.join(MODES)}")
+    return mode
+
+
+class CaseEngine:
+    """Prepared cases of this process, built from the session's options (see the module docstring)."""
+
+    def __init__(self, xcfg: XlaConfig, backends: BackendRegistry) -> None:
+        self.xcfg = xcfg
+        self.backends = backends
+        self.cases = CaseCache()
+        # parity references: (CaseKey of the eager case, steps) -> parity.Reference, one model at a time
+        self.references: dict[tuple[CaseKey, int], Any] = {}
+
+    def patch_names(self, spec: zoo.ModelSpec, extra: Sequence[str] = ()) -> tuple[str, ...]:
+        """The op patches a case is built with: ``--xla-patch``, ``extra``, and dropout's when the
+        model has dropout and ``--xla-dropout=identity``."""
+        names = list(self.xcfg.patches) + list(extra)
+        if spec.has_dropout and self.xcfg.dropout == "identity":
+            names.append("dropout_to_identity")
+        return tuple(dict.fromkeys(names))
+
+    def key(self, spec: zoo.ModelSpec, backend: Backend, mode: str, extra_patches: Sequence[str] = ()) -> CaseKey:
+        x = self.xcfg
+        return CaseKey(spec.name, backend.name, mode, x.tier, x.seed, self.patch_names(spec, extra_patches),
+                       x.randomize_input)
+
+    def build(self, key: CaseKey, spec: zoo.ModelSpec) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+        """A fresh CPU model and its inputs for ``key``."""
+        return (build_model(spec, key.tier, key.seed, key.patches),
+                build_inputs(spec, key.tier, key.seed, key.randomize_input))
+
+    def fresh(self, spec: zoo.ModelSpec, backend: Backend, mode: str,
+              extra_patches: Sequence[str] = ()) -> PreparedCase:
+        """A case built afresh, not shared (a user's model, or a test proving that sharing changes nothing)."""
+        key = self.key(spec, backend, mode, extra_patches)
+        return PreparedCase(key, spec, backend, *self.build(key, spec))
+
+    def prepared(self, spec: zoo.ModelSpec, backend: Backend, mode: str,
+                 extra_patches: Sequence[str] = ()) -> PreparedCase:
+        """The shared prepared case (built, placed and wrapped once per process), warmed up."""
+        key = self.key(spec, backend, mode, extra_patches)
+
+        def make() -> PreparedCase:
+            return PreparedCase(key, spec, backend, *self.build(key, spec))
+
+        case = self.cases.get(key, make)
+        case.warm_up()
+        return case
+
+    @property
+    def eager(self) -> Backend:
+        """CPU eager, the reference of every parity check."""
+        return self.backends.get("eager")

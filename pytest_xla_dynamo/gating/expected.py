@@ -1,0 +1,149 @@
+"""The expected-results file: one CSV row per case ``(name, backend, mode)``, parsed, formatted, read and written.
+
+In the spirit of pytorch's ``benchmarks/dynamo/ci_expected_accuracy/*.csv``: columns :data:`COLUMNS`,
+rows sorted by case key, so that an updated file diffs cleanly. Written atomically with ordinary
+permissions (:mod:`pytest_xla_dynamo.fileio`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_xla_dynamo.fileio import atomic_write_text
+from pytest_xla_dynamo.gating.labels import Key
+from pytest_xla_dynamo.options import BOOL_VALID, parse_bool
+from pytest_xla_dynamo.records import STATUSES
+
+COLUMNS = ("name", "backend", "mode", "status", "graph_breaks", "unique_graphs", "fallbacks", "recompiles",
+           "flaky", "known_issue")
+GRAPH_FIELDS = ("graph_breaks", "unique_graphs", "fallbacks", "recompiles")
+KEY_COLUMNS = ("name", "backend", "mode")
+_EXTRA = "\x00extra"  # where csv.DictReader puts the cells of a row beyond the header's columns
+
+
+class ExpectedFileError(ValueError):
+    """A malformed gate input file (the message names the file, the line and the bad value)."""
+
+
+@dataclass
+class CaseRow:
+    """One case of the expected-results file, or what this run measured for one case.
+
+    Unmeasured values are ``""`` (status) or ``None`` (graph figures): they are not compared.
+    """
+
+    name: str
+    backend: str
+    mode: str
+    status: str = ""
+    graph_breaks: int | None = None
+    unique_graphs: int | None = None
+    fallbacks: int | None = None
+    recompiles: int | None = None
+    flaky: bool = False
+    known_issue: str = ""
+
+    @property
+    def key(self) -> Key:
+        return (self.name, self.backend, self.mode)
+
+    def to_csv(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for column in COLUMNS:
+            value = getattr(self, column)
+            if isinstance(value, bool):
+                out[column] = "true" if value else "false"
+            else:
+                out[column] = "" if value is None else str(value)
+        return out
+
+
+def _parse_count(text: str, column: str, where: str) -> int | None:
+    text = text.strip()
+    if text == "":
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        raise ExpectedFileError(f"{where}: column {column}: invalid value {text!r}; valid: an integer >= 0 "
+                                "or empty (not measured)") from None
+    if number < 0:
+        raise ExpectedFileError(f"{where}: column {column}: invalid value {text!r}; valid: an integer >= 0")
+    return number
+
+
+def _parse_flag(text: str, where: str) -> bool:
+    flag = parse_bool(text)
+    if flag is None:
+        raise ExpectedFileError(f"{where}: column flaky: invalid value {text!r}; valid: {BOOL_VALID}")
+    return flag
+
+
+def parse_expected(text: str, source: str = "<expected>") -> dict[Key, CaseRow]:
+    """Parse the CSV text of an expected-results file into rows keyed by ``(name, backend, mode)``.
+
+    ``name``, ``backend`` and ``mode`` are required columns; the others may be absent (not compared);
+    unknown columns are ignored; pytorch's ``accuracy`` column is read as ``status``. A row with more
+    cells than the header has columns is an error.
+    """
+    reader = csv.DictReader(io.StringIO(text), restkey=_EXTRA)
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in KEY_COLUMNS if c not in header]
+    if missing:
+        raise ExpectedFileError(f"{source}: missing column(s) {', '.join(missing)}; the header must include "
+                                f"{','.join(COLUMNS)}")
+    status_column = "status" if "status" in header or "accuracy" not in header else "accuracy"
+    rows: dict[Key, CaseRow] = {}
+    for raw in reader:
+        where = f"{source}:{reader.line_num}"
+        extra = raw.pop(_EXTRA, None)
+        if extra:
+            raise ExpectedFileError(f"{where}: {len(header) + len(extra)} cells, but the header has {len(header)} "
+                                    f"columns (extra: {','.join(extra)!r})")
+        cells = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if isinstance(v, str)}
+        if not any(cells.values()):
+            continue
+        for column in KEY_COLUMNS:
+            if not cells.get(column):
+                raise ExpectedFileError(f"{where}: empty {column}")
+        status = cells.get(status_column, "")
+        if status and status not in STATUSES:
+            raise ExpectedFileError(f"{where}: column status: invalid value {status!r}; valid: "
+                                    f"{', '.join(STATUSES)} or empty (not measured)")
+        row = CaseRow(
+            name=cells["name"], backend=cells["backend"], mode=cells["mode"], status=status,
+            **{f: _parse_count(cells.get(f, ""), f, where) for f in GRAPH_FIELDS},
+            flaky=_parse_flag(cells.get("flaky", ""), where), known_issue=cells.get("known_issue", ""),
+        )
+        if row.key in rows:
+            raise ExpectedFileError(f"{where}: duplicate case {','.join(row.key)}")
+        rows[row.key] = row
+    return rows
+
+
+def read_expected(path: Path) -> dict[Key, CaseRow]:
+    """Read an expected-results CSV (:func:`parse_expected`); a missing file reads as no rows."""
+    if path.is_dir():
+        raise ExpectedFileError(f"{path}: is a directory, not an expected-results CSV file")
+    if not path.exists():
+        return {}
+    return parse_expected(path.read_text(encoding="utf-8"), str(path))
+
+
+def format_expected(rows: Iterable[CaseRow]) -> str:
+    """The CSV text of ``rows``: header :data:`COLUMNS`, one row per case, sorted by case key."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in sorted(rows, key=lambda r: r.key):
+        writer.writerow(row.to_csv())
+    return out.getvalue()
+
+
+def write_expected(path: Path, rows: Iterable[CaseRow]) -> None:
+    """Write the expected-results file atomically (readers never see a half-written file)."""
+    atomic_write_text(path, format_expected(rows))

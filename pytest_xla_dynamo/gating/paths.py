@@ -1,0 +1,77 @@
+"""Start-up checks of the gate's files: the expected file, the timing baseline and the summary must be usable.
+
+:func:`check_paths` runs before any test (the gate plugin's constructor calls it), so that a path the
+gate could not read or write at the end of a long run is a usage error at once (exit status 4), naming
+the option, the path and why.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from pytest_xla_dynamo.config import XlaConfig
+
+
+def write_problem(path: Path, *, append: bool = False) -> str:
+    """Why ``path`` cannot be written atomically (a temporary file in its folder, then a rename), or ``""``.
+
+    ``append``: the file is appended to in place, so an existing file must itself be writable. Probes
+    the nearest existing folder with an unnamed temporary file (so root on a read-only or virtual file
+    system is caught too); nothing is left behind.
+    """
+    if path.is_dir():
+        return "it is a directory"
+    if append and path.exists() and not os.access(path, os.W_OK):
+        return "the file is not writable"
+    folder = path.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        return f"the folder {folder} is not writable ({err.strerror or err})"
+    return ""
+
+
+def is_step_summary(path: Path) -> bool:
+    """Whether ``path`` is GitHub's job summary file (``$GITHUB_STEP_SUMMARY``), which is appended to."""
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    return step_summary is not None and step_summary != "" and Path(step_summary).resolve() == path.resolve()
+
+
+def check_paths(xcfg: XlaConfig) -> None:
+    """Raise :class:`pytest.UsageError` if a gate file named by ``xcfg`` cannot be used."""
+    expected = xcfg.expected
+    if expected is not None:
+        if expected.is_dir():
+            raise pytest.UsageError(f"--xla-expected: {str(expected)!r} is a directory; valid: an expected-results "
+                                    "CSV file (created by --xla-update-expected if missing)")
+        if xcfg.update_expected:
+            why = write_problem(expected)
+            if why:
+                raise pytest.UsageError(f"--xla-expected: cannot write {str(expected)!r} under "
+                                        f"--xla-update-expected: {why}")
+        elif not expected.exists():
+            raise pytest.UsageError(f"--xla-expected: no such file {str(expected)!r} "
+                                    "(use --xla-update-expected to create it)")
+    baseline = xcfg.timing_baseline
+    if baseline is not None and baseline.is_dir():
+        raise pytest.UsageError(f"--xla-timing-baseline: {str(baseline)!r} is a directory; valid: a JSON report "
+                                "of an earlier run (--xla-report=json)")
+    if baseline is not None and not baseline.exists():
+        raise pytest.UsageError(f"--xla-timing-baseline: no such file {str(baseline)!r}")
+    summary = xcfg.summary
+    if summary is not None:
+        why = write_problem(summary, append=is_step_summary(summary))
+        if why:
+            raise pytest.UsageError(f"--xla-summary: cannot write {str(summary)!r}: {why}; valid: a file path in "
+                                    "a writable folder")

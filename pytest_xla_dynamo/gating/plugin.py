@@ -1,0 +1,176 @@
+"""The gate in a pytest session: read the gate's files at start-up, judge the run at its end, report it.
+
+:class:`GatingPlugin` (built with the session object by ``plugin.py``) checks and reads the expected
+file and the timing baseline when the session starts, and at its end (on the process that reports:
+not an xdist worker, not an isolated child) compares the merged records, fails the session on a
+regression, rewrites the expected file under ``--xla-update-expected``, and writes the JUnit
+properties, the Markdown summary and the terminal section. A session that did not finish
+(interrupted, internal or usage error) or ``--collect-only`` rewrites nothing and claims no verdict.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_xla_dynamo.fileio import atomic_write_text
+from pytest_xla_dynamo.gating.expected import CaseRow, ExpectedFileError, read_expected, write_expected
+from pytest_xla_dynamo.gating.labels import GATE_FAILED_EXIT, UNFINISHED_EXITS, Key
+from pytest_xla_dynamo.gating.paths import check_paths, is_step_summary
+from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines, verdict_line
+from pytest_xla_dynamo.gating.rules import GateResult, compare
+from pytest_xla_dynamo.gating.run import RunCase, cases_from_records, read_timing_baseline, timing_from_records
+from pytest_xla_dynamo.gating.update import merge_update
+from pytest_xla_dynamo.sharding import shard_line
+
+if TYPE_CHECKING:
+    from pytest_xla_dynamo.session import XlaSession
+
+
+class GatingPlugin:
+    """Expected-results gate, speedup gate and the Markdown summary (``--xla-expected`` and friends)."""
+
+    def __init__(self, session: XlaSession) -> None:
+        self.session = session
+        self.config = session.config
+        self.xcfg = xcfg = session.xcfg
+        self.expected: dict[Key, CaseRow] | None = None
+        self.baseline: dict[Key, float] | None = None
+        self._failed_nodeids: set[str] = set()
+        self.result: GateResult | None = None
+        self.run_cases: dict[Key, RunCase] = {}
+        self.update_line = ""
+        self.summary_line = ""
+        self.unfinished = ""  # why the session's end is not judged ("" when it is)
+        if not session.reports_here:
+            return
+        check_paths(xcfg)
+        try:
+            if xcfg.expected is not None:
+                self.expected = read_expected(xcfg.expected)
+            if xcfg.min_speedup_ratio is not None and xcfg.timing_baseline is not None:
+                self.baseline = read_timing_baseline(xcfg.timing_baseline)
+        except (ExpectedFileError, OSError) as err:
+            raise pytest.UsageError(f"xla-dynamo gate: {err}") from None
+
+    @property
+    def active(self) -> bool:
+        """Whether the gate has anything to do in this session."""
+        x = self.xcfg
+        return self.session.reports_here and (x.expected is not None or x.summary is not None
+                                              or (x.min_speedup_ratio is not None and x.timing_baseline is not None))
+
+    @property
+    def shard_line(self) -> str:
+        return shard_line(self.xcfg.shard, self.session.shard_counts)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        lines = []
+        if self.xcfg.expected is not None:
+            rows = len(self.expected or {})
+            mode = "updating" if self.xcfg.update_expected else "gating against"
+            lines.append(f"xla-dynamo gate: {mode} {self.xcfg.expected} ({rows} rows)"
+                         + (", strict improved" if self.xcfg.strict_improved else ""))
+        if self.xcfg.min_speedup_ratio is not None:
+            lines.append(f"xla-dynamo gate: speedup >= {self.xcfg.min_speedup_ratio:g} x {self.xcfg.timing_baseline}")
+        return lines
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.session.reports_here and report.failed:
+            self._failed_nodeids.add(report.nodeid)
+
+    @property
+    def failed_tests(self) -> int:
+        return len(self._failed_nodeids)
+
+    # --- the session's end ----------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.active:
+            return
+        xcfg = self.xcfg
+        status = int(session.exitstatus)
+        if self.config.option.collectonly:
+            self.unfinished = "--collect-only"
+        elif status in UNFINISHED_EXITS:
+            self.unfinished = f"the session did not finish (exit status {status})"
+        if self.unfinished:
+            if xcfg.update_expected and xcfg.expected is not None:
+                self.update_line = f"xla-dynamo: {xcfg.expected} not updated: {self.unfinished}"
+            if xcfg.summary is not None:
+                self.summary_line = f"xla-dynamo: summary not written to {xcfg.summary}: {self.unfinished}"
+            return
+        store = list(self.session.store)
+        self.run_cases = cases_from_records(store)
+        if self.expected is not None or self.baseline is not None:
+            self.result = compare(self.expected, self.run_cases, timing=timing_from_records(store),
+                                  baseline=self.baseline, min_speedup_ratio=xcfg.min_speedup_ratio)
+        if xcfg.update_expected and xcfg.expected is not None:
+            self._update(xcfg.expected)
+        elif self.result is not None and self.result.failed(xcfg.strict_improved):
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = GATE_FAILED_EXIT
+        self._junit_property()
+        if xcfg.summary is not None:
+            self._write_summary(xcfg.summary)
+
+    def _update(self, path: Path) -> None:
+        rows, stats = merge_update(self.expected or {}, self.run_cases)
+        write_expected(path, rows)
+        self.update_line = (f"xla-dynamo: updated {stats.updated} rows, kept {stats.kept} rows not run in this "
+                            f"session ({stats.added} new) in {path}")
+
+    def _junit_property(self) -> None:
+        if self.result is None or self.xcfg.update_expected:
+            return
+        try:
+            from _pytest.junitxml import xml_key
+        except ImportError:  # pragma: no cover - pytest internals moved
+            return
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        _, text = headline(self.result, failed_tests=self.failed_tests, strict_improved=self.xcfg.strict_improved)
+        xml.add_global_property("xla_gate", text)
+        for label, count in sorted(self.result.counts().items()):
+            xml.add_global_property(f"xla_gate_{label.lower()}", count)
+
+    def _write_summary(self, path: Path) -> None:
+        text = render_markdown(self.result, self.run_cases, failed_tests=self.failed_tests,
+                               strict_improved=self.xcfg.strict_improved, expected_path=self.xcfg.expected,
+                               shard_line=self.shard_line, update_line=self.update_line,
+                               repro_prefix=self.session.repro_prefix, gating=not self.xcfg.update_expected)
+        if is_step_summary(path):
+            # GitHub's job summary file is appended to by every step (`>> $GITHUB_STEP_SUMMARY`)
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+        else:
+            atomic_write_text(path, text + "\n")
+        self.summary_line = f"xla-dynamo: summary written to {path}"
+
+    # --- the terminal ---------------------------------------------------------------------------------
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if not self.session.reports_here:
+            return
+        if not self.active and self.xcfg.shard is None:
+            return
+        tr = terminalreporter
+        tr.section("xla-dynamo gate")
+        if self.xcfg.shard is not None:
+            tr.write_line(self.shard_line)
+        updating = self.xcfg.update_expected
+        kwargs = {"updating": updating, "strict_improved": self.xcfg.strict_improved}
+        for text, markup in terminal_lines(self.result, repro_prefix=self.session.repro_prefix, **kwargs):
+            tr.write_line(text, **markup)
+        for text in (self.update_line, self.summary_line):
+            if text:
+                tr.write_line(text)
+        if self.unfinished and self.active:
+            tr.write_line(f"xla-dynamo gate: no verdict: {self.unfinished}", yellow=True)
+        verdict = verdict_line(self.result, **kwargs)
+        if verdict is not None:
+            tr.write_line(verdict[0], **verdict[1])

@@ -1,0 +1,222 @@
+"""The gate's rules and the comparison of a run with the expected file: pure functions returning findings.
+
+Each rule compares one figure of one case and returns a :class:`Finding` (or ``None``: nothing to
+say), labelled as in pytorch's ``check_accuracy.py``; :func:`compare` applies every rule to every
+case and gives a :class:`GateResult`, whose :meth:`GateResult.failed` is the gate's verdict.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from pytest_xla_dynamo.gating.expected import CaseRow
+from pytest_xla_dynamo.gating.labels import (
+    FAIL_BUT_FLAKY,
+    FAILING,
+    IMPROVED,
+    MISSING,
+    PASS,
+    PASS_BUT_FLAKY,
+    REGRESSION,
+    SEVERITY,
+    SLOWER,
+    UNRELIABLE,
+    XFAIL,
+    Key,
+)
+from pytest_xla_dynamo.gating.run import RunCase, TimingCase
+from pytest_xla_dynamo.records import PASSING
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one rule found for one case."""
+
+    label: str
+    what: str  # "status", a graph field, "speedup" or "case"
+    detail: str
+    expected: str = ""
+    actual: str = ""
+    repro: str = ""
+
+
+def is_pass(status: str) -> bool:
+    return status in PASSING
+
+
+def status_rule(expected: str, actual: str, flaky: bool = False) -> Finding | None:
+    """Expected vs. run status (``check_accuracy.py``): equal -> PASS or XFAIL; pass -> fail ->
+    REGRESSION; fail -> pass -> IMPROVED; a change of a flaky case -> PASS_BUT_FLAKY or
+    FAIL_BUT_FLAKY (by the run's status) instead of flipping the gate. ``None`` if either is unknown."""
+    if not expected or not actual:
+        return None
+    if is_pass(expected) == is_pass(actual):
+        if is_pass(actual):
+            return Finding(PASS, "status", f"status {actual}", expected, actual)
+        detail = f"status {actual}" if actual == expected else f"status {expected} -> {actual} (still failing)"
+        return Finding(XFAIL, "status", detail, expected, actual)
+    change = f"status {expected} -> {actual}"
+    if flaky:
+        return Finding(PASS_BUT_FLAKY if is_pass(actual) else FAIL_BUT_FLAKY, "status", f"{change} (flaky)",
+                       expected, actual)
+    return Finding(IMPROVED if is_pass(actual) else REGRESSION, "status", change, expected, actual)
+
+
+def count_rule(what: str, expected: int | None, actual: int | None) -> Finding | None:
+    """A graph figure that must not grow: more than expected -> REGRESSION, fewer -> IMPROVED,
+    equal or unknown -> ``None``."""
+    if expected is None or actual is None or expected == actual:
+        return None
+    label = REGRESSION if actual > expected else IMPROVED
+    noun = {"graph_breaks": "graph breaks", "unique_graphs": "unique graphs", "fallbacks": "fallbacks",
+            "recompiles": "steady-state recompiles"}.get(what, what)
+    return Finding(label, what, f"{noun} {expected} -> {actual}", str(expected), str(actual))
+
+
+def graph_break_rule(expected: int | None, actual: int | None) -> Finding | None:
+    """A new graph break is a REGRESSION; fewer breaks are IMPROVED."""
+    return count_rule("graph_breaks", expected, actual)
+
+
+def fallback_rule(expected: int | None, actual: int | None) -> Finding | None:
+    """A new CPU fallback (``aten::*`` counter) is a REGRESSION; fewer are IMPROVED."""
+    return count_rule("fallbacks", expected, actual)
+
+
+def recompile_rule(expected: int | None, actual: int | None) -> Finding | None:
+    """A steady-state recompile beyond the expected count is a REGRESSION."""
+    return count_rule("recompiles", expected, actual)
+
+
+def unique_graphs_rule(expected: int | None, actual: int | None) -> Finding | None:
+    """More unique graphs than expected is a REGRESSION; fewer are IMPROVED."""
+    return count_rule("unique_graphs", expected, actual)
+
+
+GRAPH_RULES = {"graph_breaks": graph_break_rule, "unique_graphs": unique_graphs_rule,
+               "fallbacks": fallback_rule, "recompiles": recompile_rule}
+
+
+def missing_rule(in_file: bool, in_run: bool) -> Finding | None:
+    """A case in the expected file but not in the run, or the other way round: MISSING (reported)."""
+    if in_file and not in_run:
+        return Finding(MISSING, "case", "in the expected file, not run in this session")
+    if in_run and not in_file:
+        return Finding(MISSING, "case", "run, but not in the expected file (add it with --xla-update-expected)")
+    return None
+
+
+def speedup_rule(baseline: float | None, actual: float | None, ratio: float, unreliable: str = "") -> Finding | None:
+    """The speedup gate: a speedup below ``ratio`` x the baseline speedup is SLOWER (a regression). An
+    ``unreliable`` figure (the reason given) is never compared: UNRELIABLE, a note that fails nothing."""
+    if baseline is None or actual is None:
+        return None
+    if unreliable:
+        return Finding(UNRELIABLE, "speedup", f"speed gate skipped: the timing is unreliable ({unreliable})",
+                       f"{baseline:.3g}", f"{actual:.3g}")
+    floor = ratio * baseline
+    if actual < floor:
+        return Finding(SLOWER, "speedup", f"speedup {actual:.2f}x < {ratio:g} x baseline {baseline:.2f}x "
+                       f"= {floor:.2f}x", f"{baseline:.3g}", f"{actual:.3g}")
+    return None
+
+
+def overall_label(findings: Iterable[Finding]) -> str:
+    """The most severe label of ``findings`` (PASS when there are none)."""
+    labels = {f.label for f in findings}
+    return next((label for label in SEVERITY if label in labels), PASS)
+
+
+@dataclass
+class CaseVerdict:
+    """One case's findings, its overall label, and what they were computed from."""
+
+    key: Key
+    label: str
+    findings: list[Finding]
+    expected: CaseRow | None = None
+    run: RunCase | None = None
+    speedup: float | None = None
+
+    def has(self, *labels: str) -> bool:
+        return any(f.label in labels for f in self.findings)
+
+    @property
+    def flaky(self) -> bool:
+        return bool(self.run and self.run.row.flaky) or bool(self.expected and self.expected.flaky)
+
+    def repro(self, labels: Iterable[str]) -> str:
+        """The repro command of the first finding with one of ``labels`` that has one."""
+        wanted = set(labels)
+        return next((f.repro for f in self.findings if f.label in wanted and f.repro), "")
+
+    def details(self, labels: Iterable[str]) -> str:
+        """The details of the findings with one of ``labels``, joined with ``; ``."""
+        wanted = set(labels)
+        return "; ".join(f.detail for f in self.findings if f.label in wanted)
+
+
+@dataclass
+class GateResult:
+    """Every case's verdict; :meth:`failed` is the gate's."""
+
+    verdicts: list[CaseVerdict]
+    compared: bool = True  # an expected file was compared (not only the speedup gate)
+
+    def with_label(self, *labels: str) -> list[CaseVerdict]:
+        """Cases with a finding of one of ``labels`` (a case can be listed under several labels)."""
+        return [v for v in self.verdicts if v.has(*labels)]
+
+    def counts(self) -> Counter[str]:
+        return Counter(v.label for v in self.verdicts)
+
+    def failed(self, strict_improved: bool = False) -> bool:
+        labels = FAILING | ({IMPROVED} if strict_improved else set())
+        return any(v.has(*labels) for v in self.verdicts)
+
+
+def compare_case(expected: CaseRow | None, run: RunCase | None, *, compare_rows: bool = True) -> list[Finding]:
+    """Every row rule on one case (status, graph figures, missing), with the repro of its source."""
+    findings: list[Finding] = []
+    if compare_rows:
+        missing = missing_rule(expected is not None, run is not None)
+        if missing is not None:
+            findings.append(missing)
+    if expected is None or run is None or not compare_rows:
+        return findings
+    flaky = expected.flaky or run.row.flaky
+    status = status_rule(expected.status, run.row.status, flaky)
+    if status is not None:
+        if flaky and status.label in (PASS, XFAIL) and run.row.flaky:
+            status = replace(status, detail=f"{status.detail} (flaky vote: {', '.join(run.runs) or 'not unanimous'})")
+        findings.append(replace(status, repro=run.status_repro))
+    for name, rule in GRAPH_RULES.items():
+        found = rule(getattr(expected, name), getattr(run.row, name))
+        if found is not None:
+            findings.append(replace(found, repro=run.graphs_repro or run.status_repro))
+    return findings
+
+
+def compare(expected: Mapping[Key, CaseRow] | None, run: Mapping[Key, RunCase], *,
+            timing: Mapping[Key, TimingCase] | None = None, baseline: Mapping[Key, float] | None = None,
+            min_speedup_ratio: float | None = None) -> GateResult:
+    """Apply every rule to every case of the expected file, the run and (with a ratio) the timing."""
+    compare_rows = expected is not None
+    expected = expected or {}
+    timing = timing or {}
+    speed_gate = min_speedup_ratio is not None and baseline is not None
+    keys = set(run) | set(expected) | (set(timing) if speed_gate else set())
+    verdicts = []
+    for key in sorted(keys):
+        findings = compare_case(expected.get(key), run.get(key), compare_rows=compare_rows)
+        tcase = timing.get(key)
+        if speed_gate and tcase is not None:
+            assert baseline is not None and min_speedup_ratio is not None
+            found = speedup_rule(baseline.get(key), tcase.speedup, min_speedup_ratio, tcase.unreliable)
+            if found is not None:
+                findings.append(replace(found, repro=tcase.repro))
+        verdicts.append(CaseVerdict(key, overall_label(findings), findings, expected.get(key), run.get(key),
+                                    tcase.speedup if tcase else None))
+    return GateResult(verdicts, compared=compare_rows)

@@ -1,0 +1,149 @@
+"""What the run measured, per case: the session's records merged into the gate's view, and the timing baseline.
+
+The status of a case comes from its ``parity`` records, its graph figures from its ``graphs`` records,
+its speedup from its ``timing`` records; the baseline speedups are read from a JSON report written by
+an earlier run (:func:`pytest_xla_dynamo.report.read_json`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_xla_dynamo.gating.expected import GRAPH_FIELDS, CaseRow, ExpectedFileError
+from pytest_xla_dynamo.gating.labels import Key
+from pytest_xla_dynamo.records import PASSING, UNRELIABLE, CaseRecord, worst_status
+from pytest_xla_dynamo.repro import nodeid_command
+
+
+@dataclass
+class RunCase:
+    """The run's merged view of one case: measured values plus where they came from."""
+
+    row: CaseRow
+    status_repro: str = ""
+    graphs_repro: str = ""
+    nodeids: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)  # the parity statuses voted on (--xla-accuracy-runs)
+    message: str = ""
+
+    @property
+    def key(self) -> Key:
+        return self.row.key
+
+
+@dataclass(frozen=True)
+class TimingCase:
+    """The run's speedup of one case, and how to rerun its timing."""
+
+    key: Key
+    speedup: float
+    repro: str = ""
+    unreliable: str = ""  # why the figure is not trusted (a timing record of status ``unreliable``): never gated
+
+
+def repro_of(record: CaseRecord) -> str:
+    """The record's repro command, or (for a record without one) its node id and backend."""
+    if record.repro:
+        return record.repro
+    return nodeid_command(record.nodeid, record.backend) if record.nodeid else ""
+
+
+def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
+    """Merge the run's records into one :class:`RunCase` per case key.
+
+    The status comes from the ``parity`` records, the graph figures from the ``graphs`` records;
+    several records of one case (e.g. two tensor modes) combine to the worst: the first failing
+    status, the largest figure. Cases with neither kind of record are not part of the result.
+    """
+    cases: dict[Key, RunCase] = {}
+    statuses: dict[Key, list[str]] = {}
+    failing_seen: set[Key] = set()
+    for record in records:
+        if record.suite not in ("parity", "graphs"):
+            continue
+        case = cases.get(record.key)
+        if case is None:
+            case = cases[record.key] = RunCase(CaseRow(record.name, record.backend, record.mode))
+        if record.nodeid and record.nodeid not in case.nodeids:
+            case.nodeids.append(record.nodeid)
+        if record.known_issue and not case.row.known_issue:
+            case.row.known_issue = record.known_issue
+        if record.suite == "parity":
+            statuses.setdefault(record.key, []).append(record.status)
+            case.row.flaky = case.row.flaky or bool(record.flaky)
+            runs = record.extra.get("runs") if isinstance(record.extra, dict) else None
+            if isinstance(runs, list):
+                case.runs.extend(str(r) for r in runs)
+            if record.status not in PASSING and record.key not in failing_seen:
+                failing_seen.add(record.key)  # the repro of the first failing record of the case
+                case.status_repro = repro_of(record)
+                case.message = record.message
+            elif not case.status_repro:
+                case.status_repro = repro_of(record)
+        else:
+            for name in GRAPH_FIELDS:
+                value = getattr(record, name)
+                current = getattr(case.row, name)
+                if value is not None and (current is None or value > current):
+                    setattr(case.row, name, int(value))
+            if not case.graphs_repro:
+                case.graphs_repro = repro_of(record)
+    for key, found in statuses.items():
+        cases[key].row.status = worst_status(found)
+    return cases
+
+
+def unreliable_reason(record: CaseRecord) -> str:
+    """Why an ``unreliable`` timing record is not trusted (its interference reasons); "" for any other."""
+    if record.status != UNRELIABLE:
+        return ""
+    found = record.extra.get("interference", {}) if isinstance(record.extra, dict) else {}
+    reasons = found.get("reasons") if isinstance(found, dict) else None
+    return "; ".join(str(r) for r in reasons) if reasons else (record.message or UNRELIABLE)
+
+
+def timing_from_records(records: Iterable[CaseRecord]) -> dict[Key, TimingCase]:
+    """The run's ``timing`` records with a speedup, one per case: the lowest trusted speedup if several; an
+    ``unreliable`` one (kept with its reason, never gated) only where the case has no trusted one."""
+    out: dict[Key, TimingCase] = {}
+    for record in records:
+        if record.suite != "timing" or record.speedup is None:
+            continue
+        why = unreliable_reason(record)
+        found = TimingCase(record.key, float(record.speedup), repro_of(record), why)
+        current = out.get(record.key)
+        if (current is None or (current.unreliable and not why)
+                or (bool(current.unreliable) == bool(why) and found.speedup < current.speedup)):
+            out[record.key] = found
+    return out
+
+
+def read_timing_baseline(path: Path) -> dict[Key, float]:
+    """Speedups per case from a JSON report of an earlier run (read by the report's own reader).
+
+    Records of another ``suite`` than ``timing``, records without a speedup and ``unreliable`` ones (an
+    untrusted figure is no baseline) are skipped; an
+    unreadable file or a record without a numeric speedup is an :class:`ExpectedFileError`.
+    """
+    from pytest_xla_dynamo.report import read_json
+
+    if path.is_dir():
+        raise ExpectedFileError(f"{path}: is a directory, not a JSON report")
+    try:
+        records = read_json(path)
+    except (ValueError, TypeError, KeyError, AttributeError) as err:  # json.JSONDecodeError is a ValueError
+        text = str(err)
+        raise ExpectedFileError(text if text.startswith(str(path)) else f"{path}: not a JSON report: {text}") from None
+    out: dict[Key, float] = {}
+    for record in records:
+        if record.suite != "timing" or record.speedup is None or record.status == UNRELIABLE:
+            continue
+        key = (str(record.name), str(record.backend), str(record.mode))
+        try:
+            out[key] = float(record.speedup)
+        except (TypeError, ValueError):
+            raise ExpectedFileError(f"{path}: {','.join(record.key)}: speedup {record.speedup!r} is not a number; "
+                                    "valid: a number") from None
+    return out

@@ -1,0 +1,49 @@
+"""Updating the expected file (``--xla-update-expected``): the old rows, with each case of this run rewritten.
+
+A partial run (``-k``, a shard) keeps the rows of the cases it did not run, so every shard of a CI
+matrix can refresh its part of one shared file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from pytest_xla_dynamo.gating.expected import GRAPH_FIELDS, CaseRow
+from pytest_xla_dynamo.gating.labels import Key
+from pytest_xla_dynamo.gating.run import RunCase
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What an update changed."""
+
+    updated: int  # rows written from this run (including new ones)
+    added: int  # of which new
+    kept: int  # rows of the old file whose cases were not run in this session, kept as they were
+
+
+def merge_update(old: Mapping[Key, CaseRow], run: Mapping[Key, RunCase]) -> tuple[list[CaseRow], UpdateStats]:
+    """The rows of the updated file: the old rows, with each case of this run rewritten from it.
+
+    Only measured values replace old ones (a run without the graphs suite keeps the old graph
+    figures); ``flaky`` is sticky (old or voted flaky); rows of cases not run are kept unchanged.
+    """
+    rows = {key: replace(row) for key, row in old.items()}
+    added = 0
+    for key, case in run.items():
+        base = rows.get(key)
+        if base is None:
+            added += 1
+            base = CaseRow(*key)
+        measured = case.row
+        rows[key] = replace(
+    base,
+            status=measured.status or base.status,
+            **{f: (getattr(measured, f) if getattr(measured, f) is not None else getattr(base, f))
+               for f in GRAPH_FIELDS},
+            flaky=base.flaky or measured.flaky,
+            known_issue=measured.known_issue or base.known_issue,
+        )
+    kept = sum(1 for key in old if key not in run)
+    return sorted(rows.values(), key=lambda r: r.key), UpdateStats(len(run), added, kept)

@@ -1,0 +1,130 @@
+"""The graph check: measure a warmed-up case's steady steps, build its signature, compare with its snapshot.
+
+:class:`GraphCheck` is the ``xla_graphs`` fixture's object. A compilation in steady state (XLA or dynamo)
+fails the test with its own message (:class:`RecompileError`), apart from the snapshot diff
+(:class:`GraphSignatureError`); a backend that does not build the graphs it is defined by fails with
+:class:`GraphConformanceError`. The cases come from the case engine, so this compiles nothing of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_xla_dynamo import metrics, zoo
+from pytest_xla_dynamo.backends import Backend
+from pytest_xla_dynamo.engine import case_mode
+from pytest_xla_dynamo.graphs.signature import STEADY_STEPS, build_signature, conformance_problems, recompiles
+from pytest_xla_dynamo.graphs.snapshots import compare, snapshot_stem
+from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.repro import repro_command
+
+if TYPE_CHECKING:
+    from syrupy.assertion import SnapshotAssertion
+
+    from pytest_xla_dynamo.cases import PreparedCase
+    from pytest_xla_dynamo.session import XlaSession
+
+
+class GraphSignatureError(AssertionError):
+    """A case's graph signature differs from its snapshot (status ``fail_graph``)."""
+
+
+class RecompileError(AssertionError):
+    """A case compiled something after its warm-up (status ``fail_graph``)."""
+
+
+class GraphConformanceError(AssertionError):
+    """A backend does not build the graphs it is defined by (status ``fail_graph``)."""
+
+
+def measure_steady(case: PreparedCase, steps: int = STEADY_STEPS) -> list[metrics.Snapshot]:
+    """Counter deltas of ``steps`` more steps of a warmed-up case, each waited for (executions run
+    asynchronously: their counts land only once the device is done)."""
+    case.warm_up()
+    out = []
+    case.backend.wait()
+    for _ in range(steps):
+        before = metrics.snapshot()
+        case.step()
+        case.backend.wait()
+        out.append(metrics.snapshot().delta(before))
+    return out
+
+
+def _record_fields(case: PreparedCase, signature: Mapping[str, Any],
+                   steady: Sequence[metrics.Snapshot]) -> dict[str, Any]:
+    """The record's graph figures: the warm-up's (:meth:`Warmup.figures`, the one definition shared with
+    timing) and, from the steady steps, fallbacks and recompiles."""
+    assert case.warmup is not None
+    fields: dict[str, Any] = {k: v for k, v in case.warmup.figures(case.backend).items() if v is not None}
+    xla = signature.get("xla")
+    if xla is not None:
+        fields.update(fallbacks=sum(xla["steady_step"]["fallbacks"].values()),
+                      recompiles=sum(s.compiles for s in steady))
+    return fields
+
+
+class GraphCheck:
+    """The ``xla_graphs`` fixture: ``xla_graphs.check_case(spec, backend)`` measures a zoo case
+    (the shared prepared case), records it and compares its signature with the test's snapshot."""
+
+    def __init__(self, session: XlaSession, item: pytest.Item, snapshot: SnapshotAssertion) -> None:
+        self.session = session
+        self.item = item
+        self.snapshot = snapshot
+
+    def _record(self, spec: zoo.ModelSpec, backend: Backend, mode: str, status: str, message: str,
+                repro: str, **fields: Any) -> None:
+        xcfg = self.session.xcfg
+        self.session.record(self.item, CaseRecord(
+            suite="graphs", name=spec.name, backend=backend.name, mode=mode, status=status, repro=repro,
+            message=message, dev=backend.device_kind, batch_size=spec.batch(xcfg.tier), tier=xcfg.tier,
+            **fields))
+
+    def check_case(self, spec: zoo.ModelSpec, backend: Backend, mode: str | None = None) -> dict[str, Any]:
+        """Measure, record and check one case; returns its signature. ``mode`` defaults to the
+        test's ``xla_mode`` marker."""
+        __tracebackhide__ = True
+        mode = case_mode(self.item, mode)
+        if not backend.supports(mode):
+            raise pytest.UsageError(f"backend {backend.name} does not support mode {mode!r}")
+        if not backend.stats:
+            pytest.skip(f"backend {backend.name} exposes no graph statistics (no dynamo, no XLA)")
+        session = self.session
+        repro = repro_command(self.item.nodeid, session.xcfg, backend.name, prefix=session.repro_prefix)
+        label = f"{spec.name} / {backend.name} / {mode}"
+        try:
+            case = session.engine.prepared(spec, backend, mode)
+            steady = measure_steady(case)
+        except Exception as exc:
+            session.unchecked_snapshots.add(snapshot_stem(self.snapshot))
+            self._record(spec, backend, mode, "fail_to_run", f"{backend.name}: {exc!r}", repro)
+            raise
+        assert case.warmup is not None
+        warmup = case.warmup.per_step
+        signature = build_signature(backend, mode, warmup, steady)
+        snapshot_failure = compare(self.snapshot, signature, label, repro)
+        recompiled = recompiles(steady)
+        nonconforming = conformance_problems(backend, mode, signature)
+        error: AssertionError | None = None
+        if recompiled:
+            error = RecompileError(f"{label}: compiled after warm-up ({len(case.warmup.per_step)} steps), "
+                                   "every steady step must reuse the compiled graphs:\n  " + "\n  ".join(recompiled))
+        elif nonconforming:
+            error = GraphConformanceError(f"{label}: " + "\n".join(nonconforming))
+        elif snapshot_failure is not None:
+            error = GraphSignatureError(snapshot_failure)
+        message = str(error).splitlines()[0] if error is not None else ""
+        self._record(spec, backend, mode, "pass" if error is None else "fail_graph", message, repro,
+                     extra={"signature": signature,
+                            "warmup_compile_time_count": [s.count("CompileTime") for s in warmup],
+                            "warmup_uncached_compile": [s.count("UncachedCompile") for s in warmup]},
+                     **_record_fields(case, signature, steady))
+        if error is not None:
+            extra = f"\n{snapshot_failure}" if snapshot_failure is not None and not isinstance(
+                error, GraphSignatureError) else ""
+            raise type(error)(f"{error}{extra}\nreproduce: {repro}")
+        return signature

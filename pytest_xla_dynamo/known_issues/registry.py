@@ -1,0 +1,287 @@
+"""The known-issue registry: its entries (schema and validation), loading TOML files, and version matching.
+
+The packaged registry is ``registry.toml`` next to this module, one ``[[issue]]`` per problem::
+
+    [[issue]]
+    id = "pytorch/xla#4174"            # upstream "owner/repo#N", or "local:<slug>" where none exists
+    title = "..."
+    url = "https://github.com/pytorch/xla/issues/4174"
+    kind = "error"                     # crash | wrong_result | error | cpu_fallback | graph_break
+    affects = { torch_xla = ">=1.13" } # version specifiers per distribution; all must hold; {} = any
+    raises = "RuntimeError"            # exception type: builtin name or dotted path (not for crashes)
+    match = 'INTERNAL ASSERT FAILED'   # regex searched in str(exception) (or a crash's output)
+    signal = ""                        # crash only: the expected signal name, e.g. "SIGABRT"
+    reproducer = "test_..."            # its reproducer in suites/test_known_issues.py
+    tests = []                         # other test functions it applies to (e.g. "test_parity")
+    backends = []; modes = []; models = []   # filters on the test's parameters; empty = any
+    status = "..."; fixed_in = "..."; notes = "..."; related = ["https://..."]
+
+A later source replaces an entry of the same id (packaged < files < hook < marker); see
+:func:`load_registry` (and ``apply.marker_entry`` for the marker). No torch here.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion
+
+from pytest_xla_dynamo import versions as _versions
+from pytest_xla_dynamo.known_issues.exceptions import RegistryError, check_exception_name, resolve_exception
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10: the tomli backport (a dependency there)
+    import tomli as tomllib
+
+KINDS = ("crash", "wrong_result", "error", "cpu_fallback", "graph_break")
+BUILTIN_FILE = Path(__file__).with_name("registry.toml")
+DISTRIBUTIONS = _versions.STACK
+
+_STR_FIELDS = ("title", "url", "kind", "raises", "match", "signal", "reproducer", "status", "fixed_in",
+               "notes")
+_LIST_FIELDS = ("tests", "backends", "modes", "models", "related")
+FIELDS = ("id", "affects", *_STR_FIELDS, *_LIST_FIELDS)
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    """One registry entry."""
+
+    id: str
+    title: str
+    kind: str
+    url: str = ""
+    affects: Mapping[str, str] = field(default_factory=dict)
+    raises: str = ""
+    match: str = ""
+    signal: str = ""
+    reproducer: str = ""
+    tests: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    status: str = ""
+    fixed_in: str = ""
+    notes: str = ""
+    related: tuple[str, ...] = ()
+    source: str = ""  # a file path, "hook", or "marker"
+    line: int | None = None  # line of ``id = ...`` in the source file (or of the marker)
+    affects_line: int | None = None  # line of ``affects = ...`` in the source file
+
+    @property
+    def reason(self) -> str:
+        return f"{self.id}: {self.title}" + (f" ({self.url})" if self.url else "")
+
+    @property
+    def test_names(self) -> tuple[str, ...]:
+        return ((self.reproducer,) if self.reproducer else ()) + self.tests
+
+    def applies_to(self, name: str, params: Mapping[str, Any], modes: Sequence[str],
+                   *, by_marker: bool = False) -> bool:
+        """Whether this entry targets the test ``name`` with these parameters and modes.
+
+        A filter on a parameter the test does not have does not exclude it.
+        """
+        if not by_marker and name not in self.test_names:
+            return False
+        for values, key in ((self.models, "xla_model"), (self.backends, "xla_backend")):
+            value = params.get(key)
+            if values and value is not None and _param_name(value) not in values:
+                return False
+        return not (self.modes and modes and not set(modes) & set(self.modes))
+
+    def affected(self, versions: Mapping[str, str | None] | None = None) -> bool:
+        """Whether the installed versions (or ``versions``) are affected."""
+        return affects_versions(self.affects, _versions.installed_versions() if versions is None else versions)
+
+    def exception_type(self) -> type[BaseException] | None:
+        """The exception class ``raises`` names (None: not given, or its module is not installed)."""
+        return resolve_exception(self.raises) if self.raises else None
+
+    def to_info(self) -> dict[str, Any]:
+        """What travels with the reports: enough for the controller's summary."""
+        return {"id": self.id, "title": self.title, "url": self.url, "kind": self.kind,
+                "affects": dict(self.affects), "source": self.source, "line": self.line}
+
+
+def _param_name(value: Any) -> str:
+    return value if isinstance(value, str) else str(getattr(value, "name", value))
+
+
+def affects_versions(affects: Mapping[str, str], versions: Mapping[str, str | None]) -> bool:
+    """Whether every ``dist: specifier`` of ``affects`` holds for ``versions`` (pre-releases count;
+    local labels like ``+cpu`` are ignored; a distribution not installed is not affected)."""
+    for dist, spec in affects.items():
+        version = versions[dist] if dist in versions else _versions.installed(dist)
+        if version is None:
+            return False
+        try:
+            if not SpecifierSet(spec).contains(_versions.public_version(version), prereleases=True):
+                return False
+        except InvalidVersion:
+            return False
+    return True
+
+
+def parse_entry(data: Mapping[str, Any], *, source: str, line: int | None = None,
+                affects_line: int | None = None) -> KnownIssue:
+    """Validate one entry (a dict of the registry's fields) into a :class:`KnownIssue`."""
+    where = f"{source}: known issue {data.get('id', '<no id>')!r}"
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise RegistryError(f"{where}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(FIELDS)}")
+    issue_id = data.get("id")
+    if not isinstance(issue_id, str) or not issue_id.strip():
+        raise RegistryError(f"{where}: 'id' is required (e.g. 'pytorch/xla#4174' or 'local:name')")
+    values: dict[str, Any] = {"id": issue_id.strip()}
+    for name in _STR_FIELDS:
+        value = data.get(name, "")
+        if not isinstance(value, str):
+            raise RegistryError(f"{where}: {name!r} must be a string, got {value!r}")
+        values[name] = value
+    for name in _LIST_FIELDS:
+        value = data.get(name, [])
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise RegistryError(f"{where}: {name!r} must be a list of strings, got {value!r}")
+        values[name] = tuple(value)
+    values["affects"] = _parse_affects(data.get("affects", {}), where)
+    values["title"] = values["title"] or values["id"]
+    if values["kind"] not in KINDS:
+        raise RegistryError(f"{where}: kind={values['kind']!r} is invalid; valid: {', '.join(KINDS)}")
+    if values["kind"] == "crash":
+        if values["raises"]:
+            raise RegistryError(f"{where}: a crash has no exception: use 'signal' and 'match' "
+                                "(searched in the crash's output), not 'raises'")
+    elif not values["raises"]:
+        raise RegistryError(f"{where}: 'raises' is required for kind {values['kind']!r} "
+                            "(the exception type that shows the problem, e.g. 'AssertionError')")
+    if values["signal"] and not values["signal"].startswith("SIG"):
+        raise RegistryError(f"{where}: signal={values['signal']!r} is not a signal name (e.g. 'SIGABRT')")
+    if values["match"]:
+        try:
+            re.compile(values["match"])
+        except re.error as exc:
+            raise RegistryError(f"{where}: match={values['match']!r} is not a regex: {exc}") from None
+    if values["raises"]:
+        check_exception_name(values["raises"], where)
+    return KnownIssue(**values, source=source, line=line, affects_line=affects_line)
+
+
+def _parse_affects(affects: Any, where: str) -> dict[str, str]:
+    if not isinstance(affects, Mapping):
+        raise RegistryError(f"{where}: 'affects' must be a table of version specifiers, "
+                            "e.g. { torch_xla = \">=2.9\" }")
+    for dist, spec in affects.items():
+        if not isinstance(spec, str):
+            raise RegistryError(f"{where}: affects.{dist} must be a string, got {spec!r}")
+        try:
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise RegistryError(f"{where}: affects.{dist} = {spec!r} is not a version specifier "
+                                "(e.g. '>=2.9', '<2.10,>=2.8')") from None
+    return dict(affects)
+
+
+def _entry_lines(text: str, issue_id: str) -> tuple[int | None, int | None]:
+    """Lines (1-based) of ``id = "<issue_id>"`` and of its entry's ``affects`` in a TOML text."""
+    lines = text.splitlines()
+    id_re = re.compile(r"""^\s*id\s*=\s*(["'])""" + re.escape(issue_id) + r"""\1\s*(#.*)?$""")
+    for index, line in enumerate(lines):
+        if id_re.match(line):
+            for j in range(index + 1, len(lines)):
+                if re.match(r"^\s*\[\[", lines[j]):
+                    break
+                if re.match(r"^\s*(affects\s*=|\[\s*issue\.affects\s*\])", lines[j]):
+                    return index + 1, j + 1
+            return index + 1, None
+    return None, None
+
+
+def load_file(path: Path) -> list[KnownIssue]:
+    """The entries of one registry TOML file (``[[issue]]`` tables)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read it: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RegistryError(f"{path}: invalid TOML: {exc}") from None
+    unknown = sorted(set(data) - {"issue"})
+    if unknown:
+        raise RegistryError(f"{path}: unknown top-level key(s) {', '.join(unknown)}; entries are "
+                            "[[issue]] tables")
+    entries = data.get("issue", [])
+    if not isinstance(entries, list):
+        raise RegistryError(f"{path}: 'issue' must be an array of tables ([[issue]])")
+    out = []
+    for entry in entries:
+        line, affects_line = _entry_lines(text, str(entry.get("id", "")))
+        out.append(parse_entry(entry, source=str(path), line=line, affects_line=affects_line))
+    return out
+
+
+class Registry:
+    """The session's entries by id, in the order first added (a later source replaces an entry of the
+    same id in place)."""
+
+    def __init__(self, entries: Iterable[KnownIssue] = ()) -> None:
+        self._entries: dict[str, KnownIssue] = {}
+        self.add(entries)
+
+    def add(self, entries: Iterable[KnownIssue]) -> None:
+        for entry in entries:
+            self._entries[entry.id] = entry
+
+    def get(self, issue_id: str) -> KnownIssue | None:
+        return self._entries.get(issue_id)
+
+    def __iter__(self) -> Iterator[KnownIssue]:
+        return iter(self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def for_test(self, name: str) -> list[KnownIssue]:
+        """The entries that name the test function ``name`` (as reproducer or in ``tests``)."""
+        return [e for e in self._entries.values() if name in e.test_names]
+
+
+HOOK_SOURCE = "pytest_xla_known_issues hook"
+
+
+def hook_entries(results: Iterable[Any]) -> list[Any]:
+    """The entries of the ``pytest_xla_known_issues`` implementations' ``results`` (each a list or None)."""
+    entries: list[Any] = []
+    for result in results:
+        if result is None:
+            continue
+        if isinstance(result, Mapping | KnownIssue | str | bytes) or not isinstance(result, Iterable):
+            raise RegistryError(f"{HOOK_SOURCE}: return a list of entries (dicts), got {result!r}")
+        entries.extend(result)
+    return entries
+
+
+def load_registry(files: Iterable[Path] = (), hook_entries: Iterable[Any] = (), *,
+                  builtin: bool = True) -> Registry:
+    """The packaged registry, then the entries of ``files`` (``--xla-known-issues-file``), then
+    ``hook_entries`` (what ``pytest_xla_known_issues`` implementations returned: dicts or entries)."""
+    registry = Registry(load_file(BUILTIN_FILE) if builtin else ())
+    for path in files:
+        registry.add(load_file(Path(path)))
+    for entry in hook_entries:
+        if isinstance(entry, KnownIssue):
+            registry.add([entry])
+        elif isinstance(entry, Mapping):
+            registry.add([parse_entry(entry, source=HOOK_SOURCE)])
+        else:
+            raise RegistryError(f"{HOOK_SOURCE}: an entry must be a dict, got {entry!r}")
+    return registry

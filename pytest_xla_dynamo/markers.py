@@ -1,0 +1,222 @@
+"""The plugin's markers: their declarations, their validation at collection, and typed accessors.
+
+:data:`MARKERS` is what ``pytest --markers`` shows. :func:`validate_item` checks every marker value of
+one collected test and returns error lines (``nodeid: @pytest.mark.NAME: invalid value X; valid: ...``);
+the plugin raises one ``pytest.UsageError`` for all of them before anything runs. The accessors
+(:func:`marker_seed`, :func:`marker_tolerance`, :func:`marker_values`, :func:`item_modes`,
+:func:`item_patches`, :func:`isolated_timeout`) are what hooks and fixtures read afterwards: they
+trust the validation and never fail on a value it let through. No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from pytest_xla_dynamo.config import MODES, POSITIVE_FLOAT, SEED_MAX, TENSOR_MODES, int_range, positive_float
+
+MARKERS = (
+    "xla: the test needs torch and torch_xla (skipped with a reason where they are missing)",
+    "xla_backend(*names): backends for the xla_backend fixture of this test (overrides --xla-backend)",
+    "xla_mode(mode): the test's mode, 'train' or 'infer': backends that do not support it are not "
+    "parametrized",
+    "xla_models(*names): models for the xla_model fixture of this test (overrides --xla-models)",
+    "xla_tensor_mode(*modes): tensor modes for the tensor_mode fixture (overrides --xla-tensor-mode)",
+    "xla_patch(*names): op patches active during this test (adds to --xla-patch)",
+    "xla_tolerance(atol=None, rtol=None, tol=None): parity tolerance for this test",
+    "xla_seed(seed): seed for this test (overrides --xla-seed)",
+    "xla_known_issue(id, **entry): this test reproduces a known issue (strict xfail where affected)",
+    "xla_isolated(timeout=None): run this test in a fresh interpreter (a crash is reported, not fatal); "
+    "timeout: seconds before the child is ended (overrides --xla-isolate-timeout)",
+    "xla_shared_case: the test reuses the plugin's prepared (compiled) models: dynamo is not reset",
+    "xdist_group(name): pytest-xdist's group (the plugin groups each model's tests on one worker)",
+)
+
+TOLERANCE_VALID = "both atol= and rtol= (finite numbers >= 0), or tol= (a finite number > 0), as keywords"
+SEED_VALID = int_range(0, SEED_MAX)
+
+
+def register(config: pytest.Config) -> None:
+    """Declare :data:`MARKERS` (``pytest --markers``; ``--strict-markers`` accepts them)."""
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+
+
+# --- accessors ---------------------------------------------------------------------------------------
+
+
+def marker_values(node: pytest.Item | pytest.Function | Any, name: str) -> list[Any] | None:
+    """The positional values of ``node``'s closest ``name`` marker, flattened (``("a", "b")`` and
+    ``(["a", "b"],)`` both give ``["a", "b"]``); None without the marker. ``node``: an item, or a
+    ``Metafunc.definition``. Strings where :func:`validate_item` found no error."""
+    marker = node.get_closest_marker(name)
+    if marker is None:
+        return None
+    values: list[Any] = []
+    for arg in marker.args:
+        values.extend(arg if isinstance(arg, (list, tuple, set, frozenset)) else [arg])
+    return values
+
+
+def item_patches(item: pytest.Item | Any) -> list[str]:
+    """The patch names of every ``xla_patch`` marker of the test (all levels add up), in order."""
+    names: list[str] = []
+    for marker in item.iter_markers("xla_patch"):
+        names.extend(str(v) for v in marker.args)
+    return list(dict.fromkeys(names))
+
+
+def item_modes(item: pytest.Item | Any) -> list[str]:
+    """The modes of the test's closest ``xla_mode`` marker (``[]`` without one)."""
+    return [str(v) for v in marker_values(item, "xla_mode") or []]
+
+
+def _int_seed(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.lstrip("-").isdigit():
+            return None
+    if not isinstance(value, (int, str)):
+        return None
+    number = int(value)
+    return number if 0 <= number <= SEED_MAX else None
+
+
+def marker_seed(item: pytest.Item | Any, default: int) -> int:
+    """The seed of ``@pytest.mark.xla_seed(seed)``, else ``default``."""
+    marker = item.get_closest_marker("xla_seed")
+    if marker is None or len(marker.args) != 1:
+        return default
+    seed = _int_seed(marker.args[0])
+    return default if seed is None else seed
+
+
+def _tolerance(marker: Any) -> dict[str, float] | str:
+    """The marker's tolerance (``{"tol": x}`` or ``{"atol": a, "rtol": r}``), or what is wrong with it."""
+    kwargs: Mapping[str, Any] = marker.kwargs
+    if marker.args:
+        return ", ".join(map(repr, marker.args)) + " (positional)"
+    shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) or "(none)"
+    if set(kwargs) not in ({"tol"}, {"atol", "rtol"}):
+        return shown
+    out: dict[str, float] = {}
+    for key, value in kwargs.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return shown
+        number = float(value)
+        if key == "tol":
+            if positive_float(number) is None:
+                return shown
+        elif not (math.isfinite(number) and number >= 0):
+            return shown
+        out[key] = number
+    return out
+
+
+def marker_tolerance(item: pytest.Item | Any) -> dict[str, float] | None:
+    """``@pytest.mark.xla_tolerance``'s keywords as floats (``{"tol": x}`` or ``{"atol": a, "rtol": r}``),
+    None without the marker (or with a bad one: :func:`validate_item` reports those)."""
+    marker = item.get_closest_marker("xla_tolerance")
+    if marker is None:
+        return None
+    found = _tolerance(marker)
+    return found if isinstance(found, dict) else None
+
+
+def isolated_timeout(item: pytest.Item | Any) -> float | None:
+    """``@pytest.mark.xla_isolated(timeout=S)``'s seconds, None without the marker or the keyword."""
+    marker = item.get_closest_marker("xla_isolated")
+    if marker is None or marker.kwargs.get("timeout") is None:
+        return None
+    return positive_float(marker.kwargs["timeout"])
+
+
+# --- validation --------------------------------------------------------------------------------------
+
+
+def base_nodeid(item: pytest.Item | Any) -> str:
+    """The node id without the parametrization (``test_a[x-y]`` -> ``test_a``): one error per test function."""
+    callspec = getattr(item, "callspec", None)
+    suffix = f"[{callspec.id}]" if callspec is not None else ""
+    return item.nodeid[: -len(suffix)] if suffix and item.nodeid.endswith(suffix) else item.nodeid
+
+
+def _choices(values: Iterable[Any], valid: Sequence[str], aliases: Mapping[str, str]) -> list[Any]:
+    """The values not in ``valid`` (aliases allowed); an empty marker is one bad value, ``(none)``."""
+    values = list(values)
+    if not values:
+        return ["(none)"]
+    return [v for v in values if not isinstance(v, str) or aliases.get(v, v) not in valid]
+
+
+def _line(item: Any, name: str, bad: str, valid: str) -> str:
+    return f"{base_nodeid(item)}: @pytest.mark.{name}: invalid value {bad}; valid: {valid}"
+
+
+def _shown(values: Iterable[Any]) -> str:
+    return ", ".join(v if v == "(none)" else repr(v) for v in values)
+
+
+def validate_item(item: pytest.Item | Any, *, backends: Sequence[str] | None = None,
+                  backend_aliases: Mapping[str, str] | None = None, models: Sequence[str] | None = None,
+                  patches: Sequence[str] | None = None, modes: Sequence[str] = MODES,
+                  tensor_modes: Sequence[str] = TENSOR_MODES) -> list[str]:
+    """Every problem with the plugin's markers on ``item``, one line each (``[]``: all valid).
+
+    The valid names default to the session's backend registry (and its aliases), the model zoo and
+    the patch registry (each as extended by the ``pytest_xla_register_*`` hooks).
+    """
+    if backends is None:
+        from pytest_xla_dynamo.session import get_session
+
+        registry = get_session(item.config).backends
+        backends, backend_aliases = registry.names(), registry.aliases
+    if models is None:
+        from pytest_xla_dynamo import zoo
+
+        models = zoo.model_names()
+    if patches is None:
+        from pytest_xla_dynamo import patches as _patches
+
+        patches = _patches.patch_names()
+    errors: list[str] = []
+    lists: tuple[tuple[str, Sequence[str], Mapping[str, str]], ...] = (
+        ("xla_backend", backends, backend_aliases or {}),
+        ("xla_models", models, {}),
+        ("xla_tensor_mode", tensor_modes, {}),
+        ("xla_mode", modes, {}),
+    )
+    for name, valid, aliases in lists:
+        values = marker_values(item, name)
+        if values is not None:
+            bad = _choices(values, valid, aliases)
+            if bad:
+                errors.append(_line(item, name, _shown(bad), ", ".join(valid)))
+    for marker in item.iter_markers("xla_patch"):  # every level adds patches
+        bad = _choices(marker.args, patches, {})
+        if bad:
+            errors.append(_line(item, "xla_patch", _shown(bad), ", ".join(patches)))
+    seed = item.get_closest_marker("xla_seed")
+    if seed is not None and (len(seed.args) != 1 or seed.kwargs or _int_seed(seed.args[0]) is None):
+        shown = _shown(list(seed.args) or ["(none)"]) + "".join(f", {k}={v!r}" for k, v in seed.kwargs.items())
+        errors.append(_line(item, "xla_seed", shown, SEED_VALID))
+    tolerance = item.get_closest_marker("xla_tolerance")
+    if tolerance is not None:
+        found = _tolerance(tolerance)
+        if isinstance(found, str):
+            errors.append(_line(item, "xla_tolerance", found, TOLERANCE_VALID))
+    isolated = item.get_closest_marker("xla_isolated")
+    if isolated is not None:
+        unknown = [f"{k}={v!r}" for k, v in isolated.kwargs.items() if k != "timeout"]
+        unknown += [repr(a) + " (positional)" for a in isolated.args]
+        if unknown:
+            errors.append(_line(item, "xla_isolated", ", ".join(unknown), f"timeout= ({POSITIVE_FLOAT} of seconds)"))
+        timeout = isolated.kwargs.get("timeout")
+        if timeout is not None and positive_float(timeout) is None:
+            errors.append(_line(item, "xla_isolated", f"timeout={timeout!r}", f"timeout= {POSITIVE_FLOAT} (seconds)"))
+    return errors

@@ -1,0 +1,172 @@
+"""The options' declarations: every ``--xla-...`` flag, its ini key and environment variables, and how a
+raw value is read (command line > environment > ini > default).
+
+Every option is a ``--xla-...`` flag in the ``xla-dynamo`` group, mirrored as an ini key
+(``xla_backend``) and as an environment variable (``PYTEST_XLA_BACKEND``; the seed's
+``REPLACE_MAXPOOL`` and ``USE_FAKE_TENSOR`` too, read with the plugin's one boolean parser). Raw values
+stay plain strings (pytest-xdist pickles them); :mod:`pytest_xla_dynamo.config` validates them into the
+frozen ``XlaConfig``. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import pytest
+
+GROUP = "xla-dynamo"
+DEFAULT_SEED = 1337
+DEFAULT_ISOLATE_TIMEOUT = 1800.0  # seconds an isolated test may run (--xla-isolate-timeout)
+BOOL_TRUE = ("1", "true", "yes", "on")
+BOOL_FALSE = ("", "0", "false", "no", "off")
+#: the valid values of every boolean the plugin reads (flags, environment variables), for messages
+BOOL_VALID = "1, true, yes, on, 0, false, no, off (any case), or empty"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One plugin option: flag ``--xla-<name>``, ini key ``xla_<name>``, env ``PYTEST_XLA_<NAME>``."""
+
+    name: str
+    help: str
+    default: str
+    flag: bool = False
+    metavar: str | None = None
+    aliases: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+    # maps the raw value of a seed environment variable (e.g. REPLACE_MAXPOOL=1) to an option value
+    env_map: Callable[[str, str], str | None] | None = None
+    # where the value being validated came from ("env PYTEST_XLA_SEED", "ini"): set while resolving
+    source: str = ""
+
+    @property
+    def label(self) -> str:
+        """The flag, and where its value came from unless that is the command line: for messages."""
+        return self.cli if self.source in ("", "command line", "default") else f"{self.cli} ({self.source})"
+
+    @property
+    def dest(self) -> str:
+        return "xla_" + self.name.replace("-", "_")
+
+    @property
+    def cli(self) -> str:
+        return "--xla-" + self.name
+
+    @property
+    def envvars(self) -> tuple[str, ...]:
+        return ("PYTEST_" + self.dest.upper(), *self.env)
+
+
+def parse_bool(value: str) -> bool | None:
+    """THE boolean parser of the plugin: ``1/true/yes/on`` -> True, ``0/false/no/off``/empty -> False
+    (case-insensitive, surrounding blanks ignored), anything else -> None (the caller reports it)."""
+    low = value.strip().lower()
+    if low in BOOL_TRUE:
+        return True
+    if low in BOOL_FALSE:
+        return False
+    return None
+
+
+def _env_bool(name: str, value: str) -> bool:
+    parsed = parse_bool(value)
+    if parsed is None:
+        raise pytest.UsageError(f"environment variable {name}: invalid value {value!r}; valid: {BOOL_VALID}")
+    return parsed
+
+
+def _replace_maxpool(name: str, value: str) -> str | None:
+    return "maxpool_to_avgpool" if _env_bool(name, value) else None
+
+
+def _use_fake_tensor(name: str, value: str) -> str | None:
+    return "fake" if _env_bool(name, value) else "eager"
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("backend", "backends under test: a name, a comma list, or 'all' ({backends})", "trace_once",
+           metavar="NAMES"),
+    Option("tier", "model sizes: 'small' (CI-sized, default) or 'full' (torchbench-like)", "small",
+           metavar="TIER"),
+    Option("models", "models to run, comma list or 'all' (the seed's --only)", "all", metavar="NAMES"),
+    Option("modes", "modes to run: comma list of train,infer", "train,infer", metavar="MODES"),
+    Option("tensor-mode", "tensor modes for the tensor_mode fixture: comma list of eager,fake "
+           "(env USE_FAKE_TENSOR=0/1)", "fake", metavar="MODES", env=("USE_FAKE_TENSOR",),
+           env_map=_use_fake_tensor),
+    Option("patch", "op patches applied to every test: comma list ({patches}; env REPLACE_MAXPOOL=1)", "",
+           metavar="NAMES", env=("REPLACE_MAXPOOL",), env_map=_replace_maxpool),
+    Option("dropout", "dropout in the parity suites: 'identity' (patched out, default) or 'keep'",
+           "identity", metavar="POLICY"),
+    Option("seed", "seed for torch, numpy, random and torch_xla before each test (0..4294967295)", str(DEFAULT_SEED),
+           metavar="INT"),
+    Option("steps", "training steps compared per parity case", "2", metavar="INT"),
+    Option("tolerance", "tolerance for torch._dynamo.utils.same, overriding the per-model one", "",
+           metavar="FLOAT"),
+    Option("randomize-input", "replace float example inputs by randn_like (as the harness's "
+           "--randomize-input)", "false", flag=True),
+    Option("iterations-per-run", "iterations per timed run, each ending in torch_xla.sync() "
+           "(the seed's --iterations-per-run)", "1", metavar="INT", aliases=("--iterations-per-run",)),
+    Option("repeat", "timed runs per case; baseline and backend runs interleave", "5", metavar="INT"),
+    Option("baseline-backend", "backend the speedup is measured against; 'auto': eager where the XLA device "
+           "is the CPU (PJRT_DEVICE=CPU), else trace_everytime", "auto", metavar="NAME"),
+    Option("threads", "compute threads of the timed cases, baseline and backend alike (torch's intra-op "
+           "threads and XLA:CPU's PJRT_NPROC): an integer >= 1 or 'auto' (1 on <= 2 cores)", "auto",
+           metavar="N"),
+    Option("report", "reports written at the end: comma list of table,csv,json,png", "table",
+           metavar="FORMATS"),
+    Option("report-dir", "folder for the csv/json/png reports", "xla-report", metavar="DIR"),
+    Option("known-issues", "known-issue registry: 'xfail' (strict xfails, default), 'run' (ignore it), "
+           "'skip'", "xfail", metavar="POLICY"),
+    Option("known-issues-file", "extra known-issue TOML files, comma list", "", metavar="FILES"),
+    Option("isolate", "run every test in a fresh interpreter", "false", flag=True),
+    Option("isolate-timeout", "seconds an isolated test may run before its child is ended and the test fails "
+           "with its Python stack (marker xla_isolated(timeout=S) overrides)", "1800", metavar="SECONDS"),
+    Option("expected", "expected-results CSV to gate against", "", metavar="FILE"),
+    Option("update-expected", "rewrite the expected-results CSV from this run", "false", flag=True),
+    Option("strict-improved", "fail the session on IMPROVED cases too", "false", flag=True),
+    Option("min-speedup-ratio", "fail when a speedup falls below RATIO x the stored timing baseline",
+           "", metavar="RATIO"),
+    Option("timing-baseline", "stored timing baseline (a JSON report) for --xla-min-speedup-ratio", "",
+           metavar="FILE"),
+    Option("accuracy-runs", "parity runs per case; majority vote, disagreement marks the case flaky",
+           "1", metavar="INT"),
+    Option("summary", "write a Markdown summary (CI job summary) to FILE", "", metavar="FILE"),
+    Option("shard", "run shard I of N of the cases (I in 1..N)", "", metavar="I/N"),
+)
+OPTIONS_BY_DEST: Mapping[str, Option] = {o.dest: o for o in OPTIONS}
+
+
+def add_options(parser: pytest.Parser, help_values: Mapping[str, str]) -> None:
+    """Declare every option in one group, each mirrored as an ini key."""
+    group = parser.getgroup(GROUP, "dynamo + torch_xla conformance (pytest-xla-dynamo)")
+    for opt in OPTIONS:
+        text = opt.help.format(**help_values)
+        envs = ", ".join(opt.envvars)
+        if opt.flag:
+            group.addoption(opt.cli, *opt.aliases, action="store_true", default=None, dest=opt.dest,
+                            help=f"{text} [env {envs}]")
+        else:
+            group.addoption(opt.cli, *opt.aliases, action="store", default=None, dest=opt.dest,
+                            metavar=opt.metavar, help=f"{text} (default: {opt.default or 'none'}) [env {envs}]")
+        parser.addini(opt.dest, f"{text} (--xla-{opt.name})", default=None)
+
+
+def raw_value(config: pytest.Config, opt: Option, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The option's raw string and its source: command line > environment > ini > default."""
+    env = os.environ if environ is None else environ
+    cli = config.getoption(opt.dest, default=None)
+    if cli is not None:
+        return ("true" if cli is True else str(cli)), "command line"
+    for var in opt.envvars:
+        if var in env:
+            value: str | None = env[var]
+            if opt.env_map is not None and var in opt.env:
+                value = opt.env_map(var, env[var])
+            if value is not None:
+                return value, f"env {var}"
+    ini = config.getini(opt.dest)
+    if ini not in (None, "", []):
+        return (" ".join(ini) if isinstance(ini, list) else str(ini)), "ini"
+    return opt.default, "default"

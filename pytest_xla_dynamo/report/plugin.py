@@ -1,0 +1,158 @@
+"""The report plugin: at the end of a session that reports, the file set and the terminal tables.
+
+Only the process that reports writes (``session.reports_here``: not an xdist worker, whose records reach
+the controller, nor an isolated test's child, whose records reach its parent). At
+``pytest_sessionfinish`` (trylast) it writes the files selected by ``--xla-report`` into
+``--xla-report-dir`` as one set (:mod:`~pytest_xla_dynamo.report.writer`); the ``xla-dynamo results``
+section of the terminal summary then shows the record count, the tables (with ``table``) and what was
+written. A set that cannot be written is an error line and a failing exit status (nothing is moved in);
+``png`` without matplotlib is one line.
+
+A session that did not finish writes no file: after Ctrl-C, ``pytest.exit`` or an internal error
+(exit status 2 or 3) the report folder is left as it was and the section says
+``session interrupted: no ... report written; <dir> is left as it was``. Ctrl-C while the files are
+written: nothing is moved in (or, in the last step, the whole new set), a line says so, no traceback,
+exit status 2. SIGTERM while writing: the temporary files go, then the process ends by SIGTERM as the
+sender asked. ``--collect-only`` writes nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_xla_dynamo.config import MODES
+from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.report.jsonl import environment_info
+from pytest_xla_dynamo.report.tables import speedup_tables, status_table
+from pytest_xla_dynamo.report.writer import ReportSet, Terminated, file_formats
+
+if TYPE_CHECKING:
+    from pytest_xla_dynamo.session import XlaSession
+
+SECTION = "xla-dynamo results"
+UNFINISHED = (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+
+
+class ReportPlugin:
+    """End-of-session reports of the process that reports: files at sessionfinish, tables in the summary."""
+
+    def __init__(self, session: XlaSession) -> None:
+        self.session = session
+        self.config = session.config
+        self.lines: list[str] = []
+        self.errors: list[str] = []
+        self.interrupted = False  # Ctrl-C or pytest.exit during the session
+        self.reports: ReportSet | None = None  # the set this session wrote
+
+    def records(self) -> list[CaseRecord]:
+        """The session's records in a stable order (under xdist they arrive as workers finish):
+        models in zoo order, backends in registry order, then modes; unknown names after, by name."""
+        from pytest_xla_dynamo.zoo import model_names
+
+        models = {name: i for i, name in enumerate(model_names())}
+        backends = {name: i for i, name in enumerate(self.session.backends.names())}
+
+        def key(r: CaseRecord) -> tuple[int, str, int, str, int]:
+            return (models.get(r.name, len(models)), r.name, backends.get(r.backend, len(backends)), r.backend,
+                    MODES.index(r.mode) if r.mode in MODES else len(MODES))
+
+        return sorted(self.session.store, key=key)
+
+    def _active(self) -> bool:
+        return self.session.reports_here and not self.config.option.collectonly
+
+    @pytest.hookimpl
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        self.interrupted = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self._active():
+            return
+        try:
+            self._write(session, exitstatus)
+        except KeyboardInterrupt:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+            self.interrupted = True
+            self.lines.append("interrupted while writing the reports: " + self._outcome())
+        except Terminated as exc:
+            sys.stderr.write(f"xla-dynamo: terminated while writing the reports: {self._outcome()}\n")
+            sys.stderr.flush()
+            signal.raise_signal(exc.signum)  # the previous handler is back: by default the process ends here
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+            self.interrupted = True
+
+    def _outcome(self) -> str:
+        if self.reports is not None and self.reports.published:
+            return "the set above is complete (the signal came as it was moved into place)"
+        return f"none written; {self.session.xcfg.report_dir} is left as it was"
+
+    def _write(self, session: pytest.Session, exitstatus: int) -> None:
+        xcfg = self.session.xcfg
+        formats = file_formats(xcfg.report)
+        if not formats:
+            return
+        names = "/".join(formats)
+        if exitstatus in UNFINISHED or self.interrupted:
+            self.lines.append(f"session interrupted: no {names} report written; {xcfg.report_dir} is left as it was")
+            return
+        records = self.records()
+        if not records:
+            self.lines.append(f"no records: no {names} report written")
+            return
+        workers = len(self.session.worker_records)
+        if not workers:
+            numprocesses = getattr(self.config.option, "numprocesses", None)
+            workers = numprocesses if isinstance(numprocesses, int) else 0
+        environment = environment_info(xcfg, argv=self.config.invocation_params.args, workers=workers)
+        reports = self.reports = ReportSet(records, formats, xcfg.report_dir, environment, xcfg.baseline_backend)
+        try:
+            reports.write()
+        finally:
+            self.lines, self.errors = list(reports.lines), list(reports.errors)
+        if reports.errors:
+            self.lines.append(f"no report written: {xcfg.report_dir} is left as it was (a set is written whole "
+                              "or not at all)")
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if not self._active():
+            return
+        xcfg = self.session.xcfg
+        records = self.records()
+        if not records and not self.lines and not self.errors:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", SECTION)
+        line = f"{len(records)} record{'s' if len(records) != 1 else ''}"
+        worker_records = self.session.worker_records
+        if worker_records:
+            workers = len(worker_records)
+            line += (f" from {workers} xdist worker{'s' if workers != 1 else ''} ("
+                     + ", ".join(f"{w}: {n}" for w, n in sorted(worker_records.items())) + ")")
+        if self.interrupted or exitstatus in UNFINISHED:
+            line += " (session interrupted)"
+        tr.write_line(line)
+        if "table" in xcfg.report:
+            status = status_table(records)
+            if status:
+                tr.write_line("")
+                tr.write_line("parity")
+                tr.write_line(status)
+            speed = speedup_tables(records, baseline=xcfg.baseline_backend,
+                                   iterations_per_run=xcfg.iterations_per_run, repeat=xcfg.repeat)
+            if speed:
+                tr.write_line("")
+                tr.write_line(speed)
+        if self.lines or self.errors:
+            tr.write_line("")
+        for text in self.lines:
+            tr.write_line(text, red=self.interrupted)
+        for text in self.errors:
+            tr.write_line("ERROR: " + text, red=True, bold=True)

@@ -1,0 +1,53 @@
+"""Repro commands: the one command line that reruns a single case with the options that shaped it."""
+
+from __future__ import annotations
+
+import shlex
+
+from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.options import DEFAULT_SEED
+
+
+def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = False,
+                  registry_off: bool = False, prefix: str = "pytest") -> str:
+    """A command that reproduces just this case.
+
+    ``timing``: add the timing options (and ``-p no:xdist``); ``registry_off``: add
+    ``--xla-known-issues=run`` so that a case the registry xfails shows its raw failure; ``prefix``:
+    ``pytest`` or ``python -m pytest_xla_dynamo``.
+    """
+    args = [nodeid, f"--xla-backend={backend}", f"--xla-tier={xcfg.tier}"]
+    if xcfg.seed != DEFAULT_SEED:
+        args.append(f"--xla-seed={xcfg.seed}")
+    if xcfg.steps != 2:
+        args.append(f"--xla-steps={xcfg.steps}")
+    if xcfg.dropout != "identity":
+        args.append(f"--xla-dropout={xcfg.dropout}")
+    if xcfg.randomize_input:
+        args.append("--xla-randomize-input")
+    if xcfg.tolerance is not None:
+        args.append(f"--xla-tolerance={xcfg.tolerance:g}")
+    if xcfg.patches:
+        args.append(f"--xla-patch={','.join(xcfg.patches)}")
+    if registry_off:
+        args.append("--xla-known-issues=run")
+    if timing:
+        args += [f"--xla-iterations-per-run={xcfg.iterations_per_run}", f"--xla-repeat={xcfg.repeat}"]
+        if not xcfg.baseline_auto:
+            args.append(f"--xla-baseline-backend={xcfg.baseline_backend}")
+        if xcfg.threads is not None:
+            args.append(f"--xla-threads={xcfg.threads}")
+        args += ["-p", "no:xdist"]
+    return prefix + " " + shlex.join(args)
+
+
+def nodeid_command(nodeid: str, backend: str, prefix: str = "pytest") -> str:
+    """The plainest repro: the node id and its backend (for records that carry no command)."""
+    return prefix + " " + shlex.join([nodeid, f"--xla-backend={backend}"])
+
+
+def with_prefix(repro: str, prefix: str) -> str:
+    """Rewrite a ``pytest ...`` repro for a session launched another way (``python -m pytest_xla_dynamo``)."""
+    if repro and prefix != "pytest" and repro.startswith("pytest "):
+        return prefix + repro[len("pytest"):]
+    return repro

@@ -1,0 +1,152 @@
+"""The session object: all of the plugin's state for one pytest session, registered as a plugin.
+
+Modelled on pytest-benchmark's ``BenchmarkSession`` and syrupy's ``SnapshotSession``: ``plugin.py``
+builds one :class:`XlaSession` in ``pytest_configure``, registers it (and the concern plugins, each
+given this object), and every hook and fixture reaches the state through it. It holds the resolved
+options (:class:`~pytest_xla_dynamo.config.XlaConfig`), the backend registry, the record store, the
+case engine (created on first use: it is the only part that needs torch), the known-issue registry
+(set by the known-issues plugin), and what pytest-xdist workers sent back.
+
+This is the one place that knows about pytest-xdist: :attr:`XlaSession.is_worker` is the only
+"am I a worker" check, and :class:`XdistHooks` (registered only when xdist is loaded) the only
+``pytest_testnodedown``. A worker sends one dict through ``config.workeroutput``; the controller merges
+it into its store. No torch here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_xla_dynamo import launch
+from pytest_xla_dynamo.backends import BackendRegistry
+from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.records import CaseRecord, RecordStore
+
+if TYPE_CHECKING:
+    from pytest_xla_dynamo.engine import CaseEngine
+
+#: ``config.workeroutput`` key of the one dict a worker sends: ``{"records": [...], "shard": [n, of]}``
+WORKEROUTPUT_KEY = "xla_dynamo"
+#: the environment variable that makes a session an isolated test's child (its value: the report file)
+CHILD_ENV = "PYTEST_XLA_ISOLATED_CHILD"
+#: the user property under which a record travels with its test report
+RECORD_PROPERTY = "xla_{suite}"
+
+
+class XlaSession:
+    """The plugin's state for one pytest session (see the module docstring)."""
+
+    def __init__(self, config: pytest.Config, xcfg: XlaConfig, backends: BackendRegistry) -> None:
+        self.config = config
+        self.xcfg = xcfg
+        self.backends = backends
+        self.store = RecordStore()
+        self.is_worker = hasattr(config, "workerinput")
+        # popped: the child's own subprocesses (an xla_subprocess snippet) are not isolated children
+        child = os.environ.pop(CHILD_ENV, None)
+        self.child_output: Path | None = Path(child) if child else None
+        self.known_issues: Any = None  # the known_issues.Registry, set by the known-issues plugin
+        self.worker_records: dict[str, int] = {}  # controller: records received per worker
+        self.shard_counts: tuple[int, int] | None = None  # (selected, collected) under --xla-shard
+        self.unchecked_snapshots: set[str] = set()  # graph snapshots of cases that failed before comparing
+        self._engine: CaseEngine | None = None
+
+    # --- where this process stands ------------------------------------------------------------------
+
+    @property
+    def reports_here(self) -> bool:
+        """Whether this process reports (tables, files, gate): not an xdist worker, not an isolated
+        test's child. Their records reach the session that reports."""
+        return not self.is_worker and self.child_output is None
+
+    @property
+    def worker_count(self) -> int:
+        """The number of pytest-xdist workers as seen from this process (0: not under xdist)."""
+        workerinput = getattr(self.config, "workerinput", None)
+        if isinstance(workerinput, dict) and workerinput.get("workercount"):
+            return int(workerinput["workercount"])
+        count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+        if count.strip().isdigit():
+            return int(count)
+        return 2 if self.is_worker else 0  # a worker that does not say how many: assume company
+
+    @property
+    def repro_prefix(self) -> str:
+        """``pytest`` or ``python -m pytest_xla_dynamo``: how repro commands start."""
+        return launch.repro_prefix(self.config)
+
+    # --- collaborators ------------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> CaseEngine:
+        """The process's case engine (prepared, compiled cases shared by parity, graphs and timing)."""
+        if self._engine is None:
+            from pytest_xla_dynamo.engine import CaseEngine
+
+            self._engine = CaseEngine(self.xcfg, self.backends)
+        return self._engine
+
+    # --- records ------------------------------------------------------------------------------------
+
+    def record(self, item: pytest.Item, record: CaseRecord) -> CaseRecord:
+        """Store ``record`` for the session and attach it to the test report (``user_properties``)."""
+        record.nodeid = record.nodeid or item.nodeid
+        self.store.add(record)
+        item.user_properties.append((RECORD_PROPERTY.format(suite=record.suite), json.dumps(record.to_dict())))
+        for prop in ("status", "speedup", "compilation_latency", "unique_graphs", "graph_breaks", "fallbacks"):
+            value = getattr(record, prop)
+            if value is not None:
+                item.user_properties.append((f"xla_{prop}", value))
+        return record
+
+    def merge_worker_output(self, worker: str, output: dict[str, Any]) -> None:
+        """Take in what a worker sent (:meth:`worker_output`)."""
+        records = output.get("records") or []
+        self.store.extend(CaseRecord.from_dict(d) for d in records)
+        self.worker_records[worker] = len(records)
+        shard = output.get("shard")
+        if shard and self.shard_counts is None:
+            self.shard_counts = (int(shard[0]), int(shard[1]))
+
+    def worker_output(self) -> dict[str, Any]:
+        """What a worker sends to the controller at the end of its session."""
+        return {"records": [r.to_dict() for r in self.store],
+                "shard": list(self.shard_counts) if self.shard_counts else None}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.is_worker:
+            self.config.workeroutput[WORKEROUTPUT_KEY] = self.worker_output()  # type: ignore[attr-defined]
+
+
+class XdistHooks:
+    """The plugin's only pytest-xdist hook (registered only when xdist is loaded): what each worker
+    sent reaches the controller's session."""
+
+    def __init__(self, session: XlaSession) -> None:
+        self.session = session
+
+    @pytest.hookimpl
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+        worker = str(getattr(node, "workerinput", {}).get("workerid") or getattr(node.gateway, "id", "?"))
+        self.session.merge_worker_output(worker, output or {})
+
+
+session_key = pytest.StashKey[XlaSession]()
+
+
+def get_session(config: pytest.Config) -> XlaSession:
+    """The session object of ``config`` (built in ``pytest_configure``; one with default options if the
+    plugin did not configure, e.g. a unit test's bare config)."""
+    found = config.stash.get(session_key, None)
+    if found is None:
+        from pytest_xla_dynamo.backends import default_registry
+
+        found = config.stash[session_key] = XlaSession(config, XlaConfig(), default_registry())
+    return found

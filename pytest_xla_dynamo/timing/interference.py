@@ -1,0 +1,105 @@
+"""Interference detection (pure): was a case's timing disturbed by other work on the machine?
+
+Every timed run records its wall time and the process's CPU time (``time.process_time``: every thread
+of the process, XLA:CPU's included), and the machine's 1-minute load average is read before and after
+the runs. Three rules read them (their thresholds are the named constants below):
+
+* **load**: the load average above the cores by more than :data:`LOAD_MARGIN` ("load 3.1 on 2 cores");
+* **starved**: a host-bound side (CPU eager; XLA on ``PJRT_DEVICE=CPU``) whose median CPU/wall is below
+  :data:`CPU_WALL_FLOOR` ("baseline CPU/wall 0.31 with 2 threads"): it waited for a core;
+* **uneven**: half or more of a side's runs both slower than its fastest by :data:`SLOW_FACTOR` and
+  less on the CPU than its best by :data:`STARVED_FACTOR` (the median itself is such a run).
+
+A disturbed case is measured again, at most :data:`REMEASURE_LIMIT` times; still disturbed, its record
+is ``unreliable`` with the reasons. The rules detect interference; they do not prove its absence (an
+accelerator's runs, not host-bound, are judged by the load alone). No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+LOAD_MARGIN = 1.0
+"""How far the 1-minute load average may exceed the cores before the machine counts as busy. The timed
+process itself adds about one runnable thread beyond its budget (XLA:CPU's dispatch beside Python), and
+the load lags by about a minute; on a quiet 2-core machine the timing suite showed loads of 0.9-2.4
+(README, 2 threads). A busy loop competing with a 1-thread budget leaves the timed thread a core, so a
+load between the cores and cores + margin alone is no reason to distrust a figure."""
+
+CPU_WALL_FLOOR = 0.8
+"""A host-bound run keeps at least one thread on a core all along (compute, tracing or XLA:CPU's
+execution), so its CPU/wall is about 1 or more. Below this floor it waited for a core 20% of the time
+or more. Not applied to runs whose work is on an accelerator (the host waits for it, legitimately)."""
+
+SLOW_FACTOR = 1.15
+"""A run is *slow* when its wall time exceeds the side's fastest run by this factor."""
+
+STARVED_FACTOR = 0.85
+"""A run is *starved* when its CPU/wall is below the side's best run's by this factor: slow and starved
+together mean the run lost its cores (with several threads, OpenMP's spinning keeps CPU/wall above the
+floor while the threads wait for each other, so only the comparison between runs shows it)."""
+
+REMEASURE_LIMIT = 1
+"""Re-measurements of a disturbed case before it is recorded ``unreliable`` (bounded: a competing
+process that lasts will still be there)."""
+
+
+@dataclass(frozen=True)
+class Runs:
+    """One side's timed runs: ``label`` ("baseline", "backend"), wall and CPU seconds per run."""
+
+    label: str
+    wall: tuple[float, ...]
+    cpu: tuple[float, ...]
+    host_bound: bool = True  # its work runs on this host's cores (CPU eager, XLA:CPU)
+
+    @property
+    def ratios(self) -> list[float]:
+        """CPU/wall of each run (runs without a positive wall time left out)."""
+        return [c / w for c, w in zip(self.cpu, self.wall, strict=True) if w > 0]
+
+    @property
+    def cpu_wall(self) -> float | None:
+        """The median CPU/wall of the runs (None without runs)."""
+        ratios = self.ratios
+        return float(statistics.median(ratios)) if ratios else None
+
+
+def load_rule(load: float | None, cores: int) -> str | None:
+    """``load N on C cores`` when the load average exceeds ``cores + LOAD_MARGIN``."""
+    if load is None or not math.isfinite(load) or load <= cores + LOAD_MARGIN:
+        return None
+    return f"load {load:.1f} on {cores} core{'s' if cores != 1 else ''}"
+
+
+def starved_rule(runs: Runs, threads: int) -> str | None:
+    """``<side> CPU/wall R with N threads`` when a host-bound side's median CPU/wall is below the floor."""
+    ratio = runs.cpu_wall
+    if not runs.host_bound or ratio is None or ratio >= CPU_WALL_FLOOR:
+        return None
+    return f"{runs.label} CPU/wall {ratio:.2f} with {threads} thread{'s' if threads != 1 else ''}"
+
+
+def uneven_rule(runs: Runs) -> str | None:
+    """``<side>: k of n runs slower with less CPU ...`` when half or more of the runs are slow and starved."""
+    pairs = [(w, c / w) for c, w in zip(runs.cpu, runs.wall, strict=True) if w > 0]
+    if len(pairs) < 2 or not runs.host_bound:
+        return None
+    fastest = min(w for w, _ in pairs)
+    best = max(r for _, r in pairs)
+    hit = [r for w, r in pairs if w > fastest * SLOW_FACTOR and r < best * STARVED_FACTOR]
+    if len(hit) * 2 < len(pairs):
+        return None
+    return (f"{runs.label}: {len(hit)} of {len(pairs)} runs slower with less CPU "
+            f"(CPU/wall {statistics.median(hit):.2f} vs {best:.2f})")
+
+
+def reasons(sides: Sequence[Runs], *, load: float | None, cores: int, threads: int) -> list[str]:
+    """Why the timing of ``sides`` cannot be trusted (empty: no rule fired)."""
+    found = [load_rule(load, cores)]
+    for runs in sides:
+        found += [starved_rule(runs, threads), uneven_rule(runs)]
+    return [r for r in found if r]

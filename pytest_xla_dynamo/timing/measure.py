@@ -1,0 +1,136 @@
+"""The timed runs: N iterations per run, one device wait per run, baseline and backend interleaved.
+
+One *timed run* is ``--xla-iterations-per-run`` N iterations of :meth:`PreparedCase.step` (each ending
+in ``torch_xla.sync()``) followed by one ``xm.wait_device_ops()``, so tracing of step i+1 overlaps the
+execution of step i, as in the seed (pytorch PR #88449) and pytorch's ``benchmarks/dynamo`` ``timed()``.
+Before the first timed run both cases are reset to their initial weights, synced and waited on.
+``--xla-repeat`` R runs of the baseline and of the backend interleave, baseline first, so that machine
+drift cancels (pytest-benchmark's ``pedantic`` with the baseline run as its untimed ``setup``).
+Each run records its wall time (``perf_counter``) and the process's CPU time (``process_time``: all of
+its threads, XLA:CPU's included), and the 1-minute load average is read before and after the runs,
+for :mod:`~pytest_xla_dynamo.timing.interference`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_xla_dynamo.timing.stats import Figures
+
+if TYPE_CHECKING:
+    from pytest_xla_dynamo.cases import PreparedCase
+
+
+def run_iterations(case: PreparedCase, iterations: int) -> None:
+    """One timed run's work: ``iterations`` steps (each ends in the backend's sync), then one wait."""
+    for _ in range(iterations):
+        case.step()
+    case.backend.wait()
+
+
+@dataclass(frozen=True)
+class RunTime:
+    """One timed run: wall seconds and the process's CPU seconds."""
+
+    wall: float
+    cpu: float
+
+
+def timed_run(case: PreparedCase, iterations: int) -> RunTime:
+    """Wall and process CPU seconds of one :func:`run_iterations`."""
+    cpu = time.process_time()
+    start = time.perf_counter()
+    run_iterations(case, iterations)
+    wall = time.perf_counter() - start
+    return RunTime(wall, time.process_time() - cpu)
+
+
+Pedantic = Callable[..., Any]
+
+
+def interleaved(target: Callable[[], None], setup: Callable[[], None], rounds: int) -> None:
+    """pytest-benchmark's ``pedantic(target, setup=setup, rounds=R, iterations=1)`` without it."""
+    for _ in range(rounds):
+        setup()
+        target()
+
+
+@dataclass
+class Measurement:
+    """The raw result of :func:`measure`: wall and CPU seconds per timed run, the XLA compiles during
+    them, and the load average before and after them."""
+
+    backend_runs: list[float] = field(default_factory=list)
+    baseline_runs: list[float] = field(default_factory=list)
+    backend_cpu: list[float] = field(default_factory=list)
+    baseline_cpu: list[float] = field(default_factory=list)
+    recompiles: int = 0
+    iterations_per_run: int = 1
+    load_before: float | None = None
+    load_after: float | None = None
+
+    @property
+    def figures(self) -> Figures:
+        return Figures.from_runs(self.backend_runs, self.baseline_runs, self.iterations_per_run)
+
+    @property
+    def load(self) -> float | None:
+        """The higher of the load averages read before and after the runs (None where there is none)."""
+        loads = [x for x in (self.load_before, self.load_after) if x is not None]
+        return max(loads) if loads else None
+
+    def add(self, side: str, run: RunTime) -> None:
+        """Keep one run of ``side`` ("baseline" or "backend")."""
+        (self.baseline_runs if side == "baseline" else self.backend_runs).append(run.wall)
+        (self.baseline_cpu if side == "baseline" else self.backend_cpu).append(run.cpu)
+
+
+def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat: int,
+            pedantic: Pedantic | None = None, prime: bool = True) -> Measurement:
+    """Time ``repeat`` interleaved runs of ``baseline`` then ``case``, ``iterations`` steps each.
+
+    ``pedantic`` is ``benchmark.pedantic`` (it times the backend's runs for pytest-benchmark; the
+    baseline's run is its ``setup``); None runs the same interleaving directly. Both cases must be
+    warmed up: compilation is not part of what is timed here.
+    """
+    from pytest_xla_dynamo import metrics
+
+    result = Measurement(iterations_per_run=iterations)
+    for c in (baseline, case):
+        c.reset()  # initial weights, then sync
+        if prime:
+            run_iterations(c, 1)  # untimed: wakes the thread pools (the warm-up may be long past)
+        c.backend.sync()
+        c.backend.wait()  # before the first timed run: nothing pending on the device
+    before = metrics.snapshot()
+    result.load_before = loadavg()
+
+    def baseline_run() -> None:
+        result.add("baseline", timed_run(baseline, iterations))
+
+    def backend_run() -> None:
+        result.add("backend", timed_run(case, iterations))
+
+    if pedantic is None:
+        interleaved(backend_run, baseline_run, repeat)
+    else:
+        pedantic(target=backend_run, setup=baseline_run, rounds=repeat, iterations=1, warmup_rounds=0)
+    result.load_after = loadavg()
+    after = metrics.snapshot().delta(before)
+    result.recompiles = after.compiles
+    # pytest-benchmark may call the target again after the rounds (--benchmark-cprofile): not timed runs
+    for runs in (result.backend_runs, result.baseline_runs, result.backend_cpu, result.baseline_cpu):
+        del runs[repeat:]
+    return result
+
+
+def loadavg() -> float | None:
+    """The machine's 1-minute load average (None where the platform has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):  # not on every platform
+        return None

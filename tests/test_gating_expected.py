@@ -1,0 +1,91 @@
+"""The expected-results file (gating.expected): round trip, the accepted dialects, and errors naming file and line."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from pytest_xla_dynamo.gating.expected import (
+    COLUMNS,
+    CaseRow,
+    ExpectedFileError,
+    format_expected,
+    parse_expected,
+    read_expected,
+    write_expected,
+)
+
+HEADER = ",".join(COLUMNS)
+
+
+def rows() -> list[CaseRow]:
+    """Four rows of every shape: measured, unmeasured, flaky with an issue, a cell that needs quoting."""
+    return [
+        CaseRow("resnet18", "trace_once", "train", "pass", 0, 3, 0, 0, False, ""),
+        CaseRow("alexnet", "trace_everytime", "infer", "fail_accuracy", None, None, None, None, True,
+                "pytorch/xla#3361"),
+        CaseRow("BERT_pytorch", "trace_once", "infer", "", 1, 2, 4, 0, False, ""),
+        CaseRow("alexnet", "trace_everytime", "train", "pass", 0, 1, 0, 0, False, "a, quoted \"one\""),
+    ]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_file_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "expected.csv"
+    write_expected(path, rows())
+    back = read_expected(path)
+    assert back == {r.key: r for r in rows()}
+    text = path.read_text()
+    assert text.splitlines()[0] == HEADER
+    # sorted deterministically by (name, backend, mode), and written identically again
+    assert [line.split(",")[0] for line in text.splitlines()[1:]] == ["BERT_pytorch", "alexnet", "alexnet",
+                                                                    "resnet18"]
+    assert format_expected(back.values()) == text
+    assert not list(path.parent.glob(".*.tmp"))  # no temporary file left behind
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()  # an ordinary file, not mkstemp's 0600
+
+
+def test_read_missing_file_is_empty(tmp_path: Path) -> None:
+    assert read_expected(tmp_path / "nope.csv") == {}
+
+
+def test_read_directory_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ExpectedFileError, match="is a directory"):
+        read_expected(tmp_path)
+
+
+def test_parse_accepts_pytorch_style_minimal_file() -> None:
+    parsed = parse_expected("name,backend,mode,accuracy,graph_breaks,extra\nvgg16,openxla,train,pass,0,zzz\n")
+    row = parsed[("vgg16", "openxla", "train")]
+    assert row.status == "pass" and row.graph_breaks == 0 and row.fallbacks is None and not row.flaky
+
+
+def test_parse_accepts_short_rows_and_blank_lines() -> None:
+    parsed = parse_expected(f"{HEADER}\n\nm,b,train,pass\n")
+    assert parsed[("m", "b", "train")] == CaseRow("m", "b", "train", "pass")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("name,backend\nx,y\n", "missing column(s) mode"),
+    (f"{HEADER}\nm,b,train,passed,,,,,,\n", "invalid value 'passed'"),
+    (f"{HEADER}\nm,b,train,pass,-1,,,,,\n", "column graph_breaks: invalid value '-1'"),
+    (f"{HEADER}\nm,b,train,pass,two,,,,,\n", "column graph_breaks: invalid value 'two'"),
+    (f"{HEADER}\nm,b,train,pass,,,,,maybe,\n", "column flaky: invalid value 'maybe'"),
+    (f"{HEADER}\nm,b,train,pass,,,,,,\nm,b,train,pass,,,,,,\n", "f.csv:3: duplicate case m,b,train"),
+    (f"{HEADER}\n,b,train,pass,,,,,,\n", "f.csv:2: empty name"),
+    (f"{HEADER}\nm,b,train,pass,,,,,,,x,y\n", "f.csv:2: 12 cells, but the header has 10 columns (extra: 'x,y')"),
+    (f"{HEADER}\n\nm,b,train,pass,,,,,,,\n", "f.csv:3: 11 cells, but the header has 10 columns"),  # real line
+    ("name,backend,mode\nm,b,train,pass\n", "f.csv:2: 4 cells, but the header has 3 columns (extra: 'pass')"),
+])
+def test_parse_errors_name_the_problem(text: str, message: str) -> None:
+    with pytest.raises(ExpectedFileError, match=re.escape(message)):
+        parse_expected(text, "f.csv")

@@ -1,0 +1,48 @@
+"""Updating the expected file (gating.update): the run's cases rewritten, the rows not run kept."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from pytest_xla_dynamo.gating.expected import CaseRow
+from pytest_xla_dynamo.gating.run import cases_from_records
+from pytest_xla_dynamo.gating.update import UpdateStats, merge_update
+from pytest_xla_dynamo.records import CaseRecord
+
+
+def rec(suite: str, name: str, **kw: Any) -> CaseRecord:
+    kw.setdefault("backend", "trace_once")
+    kw.setdefault("mode", "train")
+    return CaseRecord(suite=suite, name=name, **kw)
+
+
+def rows() -> list[CaseRow]:
+    return [
+        CaseRow("resnet18", "trace_once", "train", "pass", 0, 3, 0, 0, False, ""),
+        CaseRow("alexnet", "trace_everytime", "infer", "fail_accuracy", None, None, None, None, True,
+                "pytorch/xla#3361"),
+        CaseRow("BERT_pytorch", "trace_once", "infer", "", 1, 2, 4, 0, False, ""),
+        CaseRow("alexnet", "trace_everytime", "train", "pass", 0, 1, 0, 0, False, "a, quoted \"one\""),
+    ]
+
+
+def test_merge_update_keeps_rows_not_run() -> None:
+    old = {r.key: r for r in rows()}
+    run = cases_from_records([
+        rec("parity", "resnet18", status="fail_accuracy"),  # graphs not run: old figures kept
+        rec("parity", "alexnet", backend="trace_everytime", mode="infer", status="pass"),  # flaky stays
+        rec("graphs", "vgg16", graph_breaks=0, unique_graphs=1, fallbacks=0, recompiles=0),  # new, no status
+    ])
+    updated, stats = merge_update(old, run)
+    assert stats == UpdateStats(updated=3, added=1, kept=2)
+    by_key = {r.key: r for r in updated}
+    assert len(updated) == 5 and [r.key for r in updated] == sorted(by_key)
+    assert by_key[("resnet18", "trace_once", "train")] == replace(old[("resnet18", "trace_once", "train")],
+                                                                  status="fail_accuracy")
+    alex = by_key[("alexnet", "trace_everytime", "infer")]
+    assert alex.status == "pass" and alex.flaky and alex.known_issue == "pytorch/xla#3361"
+    assert by_key[("vgg16", "trace_once", "train")] == CaseRow("vgg16", "trace_once", "train", "", 0, 1, 0, 0)
+    for key in (("BERT_pytorch", "trace_once", "infer"), ("alexnet", "trace_everytime", "train")):
+        assert by_key[key] == old[key]
+    assert old[("resnet18", "trace_once", "train")].status == "pass"  # the old rows are not changed in place

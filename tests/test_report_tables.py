@@ -1,0 +1,169 @@
+"""Tests of pytest_xla_dynamo.report.tables: the speedup and status tables and their number formats
+(pure logic over hand-made CaseRecords, in process; no torch)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from pytest_xla_dynamo import report
+from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.report import tables
+
+
+def timing(name: str, backend: str, mode: str, speedup: float | None, **kw: Any) -> CaseRecord:
+    kw.setdefault("status", "pass" if speedup is not None else "fail_to_run")
+    kw.setdefault("baseline", "eager")
+    kw.setdefault("iterations_per_run", 1)
+    kw.setdefault("repeat", 5)
+    return CaseRecord(suite="timing", name=name, backend=backend, mode=mode, speedup=speedup, **kw)
+
+
+def parity(name: str, backend: str, mode: str, status: str = "pass", **kw: Any) -> CaseRecord:
+    return CaseRecord(suite="parity", name=name, backend=backend, mode=mode, status=status, **kw)
+
+
+@pytest.fixture
+def records() -> list[CaseRecord]:
+    return [
+        timing("resnet18", "trace_once", "train", 2.0, abs_latency=12.345, compilation_latency=11.5,
+               unique_graphs=3, graph_breaks=0, fallbacks=2, calls_captured=70, spread=0.031, batch_size=2),
+        timing("resnet18", "trace_everytime", "train", 1.0, abs_latency=24.69),
+        timing("resnet50", "trace_once", "train", 0.5),
+        timing("resnet50", "trace_everytime", "train", 2.0),
+        timing("alexnet", "trace_once", "train", 4.0),
+        timing("alexnet", "trace_everytime", "train", None),  # fail_to_run
+        timing("resnet18", "trace_once", "infer", 3.0),
+        # alexnet has no trace_everytime record at all, and no infer record for trace_once
+        parity("resnet18", "trace_once", "train"),
+        parity("resnet18", "trace_once", "infer", "fail_accuracy", known_issue="pytorch/xla#3361"),
+        parity("alexnet", "trace_once", "train", "fail_to_run", message="boom"),
+        parity("alexnet", "trace_everytime", "train", "pass_due_to_skip", flaky=True),
+    ]
+
+
+def table_rows(table: str) -> dict[str, list[str]]:
+    """The data rows of a tabulate grid table: first cell -> the other cells, stripped."""
+    rows = {}
+    for line in table.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+# --- numbers -------------------------------------------------------------------------------------------
+
+
+def test_geomean_and_format() -> None:
+    assert report.geomean([2.0, 0.5, 4.0]) == pytest.approx(4 ** (1 / 3))
+    assert report.geomean([]) is None
+    assert report.geomean([0.0, -1.0]) is None
+    assert report.format_speedup(4 ** (1 / 3)) == "1.59x"
+    assert report.format_speedup(0.5) == "0.500x"
+    assert report.format_speedup(1.0) == "1.00x"
+    assert report.format_speedup(12.345) == "12.3x"
+    assert report.format_speedup(123.4) == "123x"
+    assert report.format_speedup(1234.5) == "1234x"
+
+
+def test_subprocess_geomeans_match_the_math() -> None:
+    """The numbers the plugin's session tests expect are the geometric means of their speedups."""
+    assert report.format_speedup(math.prod([2.0, 0.5, 4.0]) ** (1 / 3)) == "1.59x"
+    assert report.format_speedup(math.sqrt(1.0 * 2.0)) == "1.41x"
+    assert report.format_speedup(report.geomean([1.2, 1.2, 1.2]) or 0) == "1.20x"
+
+
+# --- the speedup table ---------------------------------------------------------------------------------
+
+
+def test_speedup_table_train(records: list[CaseRecord]) -> None:
+    table = report.speedup_table(records, "train")
+    title, _, grid = table.partition("\n")
+    assert title == "train: speedup over eager (iterations per run: 1, repeat: 5)"
+    assert grid.startswith("+") and "+====" in grid  # tabulate grid
+    rows = table_rows(grid)
+    assert rows["Model"] == ["XLA (trace once)", "XLA (trace everytime)"]
+    assert list(rows) == ["Model", "resnet18", "resnet50", "alexnet", "geomean"]  # first-seen order
+    assert rows["resnet18"] == ["2.00x", "1.00x"]
+    assert rows["resnet50"] == ["0.500x", "2.00x"]
+    assert rows["alexnet"] == ["4.00x", "fail_to_run"]
+    # geomean over the models with a speedup: (2 * 0.5 * 4) ** (1/3) = 1.587; sqrt(1 * 2) = 1.414 on 2 of 3
+    assert rows["geomean"] == ["1.59x", "1.41x (2/3)"]
+
+
+def test_speedup_table_missing_cells_and_latency(records: list[CaseRecord]) -> None:
+    records.append(timing("resnet50", "trace_everytime", "infer", 1.5, abs_latency=8.0))
+    rows = table_rows(report.speedup_table(records, "infer", latency=True))
+    assert rows["resnet18"] == ["3.00x", "-"]  # no trace_everytime record for resnet18 infer
+    assert rows["resnet50"] == ["-", "1.50x (8.00 ms)"]
+    assert rows["geomean"] == ["3.00x (1/2)", "1.50x (1/2)"]
+    assert report.speedup_table(records, "nope") == ""
+    assert report.speedup_table([r for r in records if r.suite == "parity"], "train") == ""
+
+
+def test_speedup_table_baseline_fallbacks_and_computed_speedup() -> None:
+    recs = [
+        CaseRecord(suite="timing", name="m", backend="inductor", mode="train", abs_latency=5.0,
+                   baseline_latency=10.0),
+        CaseRecord(suite="timing", name="m", backend="aot_eager", mode="train", speedup=1.0),  # the baseline
+        CaseRecord(suite="timing", name="m", backend="inductor", mode="infer", speedup=9.0, baseline="eager"),
+    ]
+    table = report.speedup_table(recs, "train", baseline="aot_eager", iterations_per_run=10, repeat=3)
+    assert table.splitlines()[0] == "train: speedup over aot_eager (iterations per run: 10, repeat: 3)"
+    rows = table_rows(table)
+    assert rows["Model"] == ["inductor"]  # the baseline's own record is no column
+    assert rows["m"] == ["2.00x"]  # 10 ms / 5 ms
+    assert "aot_eager" not in rows["Model"]
+    both = report.speedup_tables(recs, baseline="aot_eager")
+    assert both.index("train:") < both.index("infer:")
+
+
+def test_speedup_table_last_record_wins_and_modes_order() -> None:
+    recs = [timing("m", "b", "infer", 1.0), timing("m", "b", "train", 9.0), timing("m", "b", "train", 3.0)]
+    assert tables.timing_modes(recs) == ["train", "infer"]
+    assert table_rows(report.speedup_table(recs, "train"))["m"] == ["3.00x"]
+
+
+def test_tables_are_built_from_columns(records: list[CaseRecord]) -> None:
+    """A table is its columns: one more Column (issue 14's timing status, say) is one more table column."""
+    cells = tables.latest(r for r in records if r.suite == "timing")
+    status = tables.Column("status", lambda model: cells[(model, "trace_once", "train")].status,
+                           lambda models: f"{len(models)} models")
+    grid = tables.grid([tables.speedup_column(cells, "trace_once", "train"), status],
+                       ["resnet18", "alexnet"], summary="geomean")
+    rows = table_rows(grid)
+    assert rows["Model"] == ["XLA (trace once)", "status"]
+    assert rows["alexnet"] == ["4.00x", "pass"]
+    assert rows["geomean"] == ["2.83x", "2 models"]  # sqrt(2 * 4)
+    assert list(rows) == ["Model", "resnet18", "alexnet", "geomean"]
+
+
+# --- the status table ----------------------------------------------------------------------------------
+
+
+def test_status_table(records: list[CaseRecord]) -> None:
+    table = report.status_table(records)
+    grid, _, counts = table.rpartition("\n")
+    rows = table_rows(grid)
+    assert rows["Model"] == ["trace_once train", "trace_once infer", "trace_everytime train"]
+    assert rows["resnet18"] == ["pass", "fail_accuracy (xfail pytorch/xla#3361)", "-"]
+    assert rows["alexnet"] == ["fail_to_run", "-", "pass_due_to_skip (flaky)"]
+    assert counts == "pass 2 / fail 1 / xfail 1 / flaky 1"
+    assert report.status_table([r for r in records if r.suite == "timing"]) == ""
+
+
+def test_status_table_last_record_wins() -> None:
+    recs = [parity("m", "b", "train", "fail_accuracy"), parity("m", "b", "train", "pass")]
+    table = report.status_table(recs)
+    assert table_rows(table)["m"] == ["pass"]
+    assert table.endswith("pass 1 / fail 0 / xfail 0")
+
+
+def test_status_counts_xpass() -> None:
+    counts = report.status_counts([parity("m", "b", "train", known_issue="x/y#1"), parity("n", "b", "train")])
+    assert counts == {"pass": 1, "fail": 0, "xfail": 0, "xpass": 1, "flaky": 0}
+    assert table_rows(report.status_table([parity("m", "b", "train", known_issue="x/y#1")]))["m"] == [
+        "pass (xpass x/y#1)"]

@@ -1,0 +1,456 @@
+"""Tests of pytest_xla_dynamo.timing.check: the timing suite in real sessions (pytester subprocesses on a
+tiny model on XLA:CPU): pytest-benchmark's JSON (one group per mode), autosave and compare,
+``--benchmark-disable``/``--benchmark-skip``, the records reaching the report (thread budget, minimum and
+spread, CPU/wall, memory reasons, the auto baseline), the ``unreliable`` path (a session whose load-average
+reader says the machine is overloaded), the xdist behaviour (refused with two workers, timed and
+aggregated with one), and the harness-overhead benchmark. Plus the in-process parts: the xdist refusal,
+the warm-up figures a record carries, and how an ``unreliable`` record shows in the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_xla_dynamo import timing
+from pytest_xla_dynamo.backends import BUILTIN_BACKENDS, default_registry
+from pytest_xla_dynamo.cases import Warmup
+from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.metrics import Snapshot
+from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
+from pytest_xla_dynamo.report.tables import speedup_table
+from pytest_xla_dynamo.session import XlaSession
+from pytest_xla_dynamo.timing.check import (
+    BENCHMARK_GROUP,
+    NOT_MEASURED,
+    TIMER_NO_BENCHMARK,
+    TIMER_REMEASURED,
+    xdist_refusal,
+)
+from pytest_xla_dynamo.timing.interference import REMEASURE_LIMIT
+from pytest_xla_dynamo.timing.memory import CPU_REASON
+from pytest_xla_dynamo.timing.threads import auto_threads, available_cores
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "suites" / "test_timing.py"
+BACKENDS = {b.name: b for b in BUILTIN_BACKENDS}
+
+
+# --- in process ---------------------------------------------------------------------------------------
+
+
+def test_warmup_figures_by_backend() -> None:
+    step1 = Snapshot(xla={"UncachedCompile": 3, "CachedCompile": 1},
+                     dynamo={"stats": {"unique_graphs": 2, "calls_captured": 40},
+                             "graph_break": {"reason a": 2, "reason b": 1}})
+    step2 = Snapshot(xla={"UncachedCompile": 1, "CachedCompile": 3})
+    warm = Warmup(step_seconds=[10.0, 0.5], per_step=[step1, step2])
+    assert warm.figures(BACKENDS["trace_once"]) == {
+        "unique_graphs": 2, "calls_captured": 40, "graph_breaks": 3, "unique_graph_breaks": 2, "compiles": 4}
+    # no dynamo: its counters are not this backend's (None, not 0); XLA compiles still count
+    assert warm.figures(BACKENDS["trace_everytime"]) == {
+        "unique_graphs": None, "calls_captured": None, "graph_breaks": None, "unique_graph_breaks": None,
+        "compiles": 4}
+    # a dynamo backend whose warm-up captured nothing reports 0 graphs; a CPU backend no XLA compiles
+    empty = Warmup(step_seconds=[0.1], per_step=[Snapshot()])
+    assert empty.figures(BACKENDS["inductor"])["unique_graphs"] == 0
+    assert empty.figures(BACKENDS["inductor"])["compiles"] is None
+
+
+@pytest.mark.parametrize(("workerinput", "env", "workers"), [
+    (None, {}, 0),
+    (None, {"PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_WORKER_COUNT": "1"}, 1),
+    ({"workerid": "gw1", "workercount": 2}, {}, 2),
+    ({"workerid": "gw0"}, {"PYTEST_XDIST_WORKER_COUNT": "3"}, 3),
+    ({"workerid": "gw0"}, {}, 2),  # a worker that does not say how many: assume company
+])
+def test_xdist_workers_and_refusal(workerinput: dict[str, Any] | None, env: dict[str, str], workers: int,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config: Any = SimpleNamespace() if workerinput is None else SimpleNamespace(workerinput=workerinput)
+    assert XlaSession(config, XlaConfig(), default_registry()).worker_count == workers
+    refusal = xdist_refusal(workers, cores=2)
+    if workers <= 1:
+        assert refusal is None
+    else:
+        assert refusal is not None
+        assert f"pytest-xdist with {workers} workers" in refusal
+        assert "compete" in refusal and "-n 0" in refusal
+
+
+def test_an_unreliable_record_shows_as_such_in_the_table_and_stays_out_of_the_geomean() -> None:
+    def rec(name: str, speedup: float, status: str = "pass") -> CaseRecord:
+        return CaseRecord(suite="timing", name=name, backend="trace_once", mode="train", status=status,
+                          speedup=speedup, abs_latency=10.0, baseline_latency=10.0 * speedup, baseline="eager",
+                          iterations_per_run=1, repeat=5)
+
+    table = speedup_table([rec("a", 2.0), rec("b", 24.3, UNRELIABLE), rec("c", 0.5)], "train")
+    row_b = next(line for line in table.splitlines() if line.startswith("| b "))
+    assert UNRELIABLE in row_b and "24.3" not in row_b
+    geomean_row = next(line for line in table.splitlines() if line.startswith("| geomean"))
+    assert "1.00x (2/3)" in geomean_row  # sqrt(2.0 * 0.5), over the two trusted figures
+
+
+# --- real sessions ----------------------------------------------------------------------------------------
+
+CONFTEST = '''
+from pytest_xla_dynamo.zoo import ModelSpec
+
+
+def _model(tier):
+    import torch
+
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def _inputs(tier, bs):
+    import torch
+
+    return (torch.randn(bs, 8),)
+
+
+def pytest_xla_register_models(register):
+    register(ModelSpec(name="tiny", source="user", build_model=_model, build_inputs=_inputs,
+                       batch_size={"small": 2, "full": 2}), replace=True)
+'''
+# The machine looks overloaded to the timing: its load-average reader reports 99 (the decision path is
+# under test here, not the machine).
+OVERLOADED = '''
+
+def pytest_configure(config):
+    import importlib
+
+    measure = importlib.import_module("pytest_xla_dynamo.timing.measure")
+    measure.loadavg = lambda: 99.0
+'''
+COMMON = ("-p", "no:cacheprovider", "--xla-models=tiny", "-W", "ignore::pytest.PytestUnknownMarkWarning")
+TIMEOUT = 900
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "PYTEST_XLA_THREADS",
+                "PYTEST_XLA_BASELINE_BACKEND", "PJRT_NPROC"):
+        monkeypatch.delenv(var, raising=False)
+    pytester.makeconftest(CONFTEST)
+    pytester.path.joinpath("test_timing.py").write_text(SUITE.read_text())
+    return pytester
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _check_judged(record: dict[str, Any]) -> None:
+    """The record's status is the interference verdict's: pass without reasons, unreliable with them."""
+    extra = record["extra"]
+    attempts = extra["interference"]["attempts"]
+    assert 1 <= len(attempts) <= REMEASURE_LIMIT + 1
+    assert extra["interference"]["remeasured"] == len(attempts) - 1
+    assert extra["interference"]["reasons"] == attempts[-1]["reasons"]
+    assert all(a["reasons"] for a in attempts[:-1])  # re-measured only after a disturbed attempt
+    if attempts[-1]["reasons"]:
+        assert record["status"] == UNRELIABLE and record["message"].startswith("timing unreliable: ")
+        assert len(attempts) == REMEASURE_LIMIT + 1
+    else:
+        assert record["status"] == "pass" and record["message"] == ""
+    assert extra["loadavg_1min"] == attempts[-1]["load"]
+    for side in ("baseline", "backend"):
+        assert extra[f"{side}_cpu_wall"] == attempts[-1][f"{side}_cpu_wall"] > 0
+        assert len(extra[f"{side}_cpu_ms"]) == len(extra[f"{side}_runs_ms"])
+
+
+def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess(
+        *COMMON, "-p", "no:xdist", "--xla-backend=trace_once,trace_everytime", "--xla-iterations-per-run=2",
+        "--xla-repeat=2", "--benchmark-json=out.json", "--benchmark-autosave", "--xla-report=table,csv,json",
+        "--xla-report-dir=rep", timeout=TIMEOUT)
+    result.assert_outcomes(passed=4)
+    out = result.stdout.str()
+    # the report's table: both modes, both backends, a geomean row
+    assert "train: speedup over eager (iterations per run: 2, repeat: 2)" in out
+    assert "infer: speedup over eager" in out
+    assert "XLA (trace once)" in out and "XLA (trace everytime)" in out
+    assert out.count("| geomean") == 2
+    # pytest-benchmark's own tables: one per mode, not one per case
+    assert out.count(f"benchmark '{BENCHMARK_GROUP.format(mode='train')}'") == 1
+    assert out.count(f"benchmark '{BENCHMARK_GROUP.format(mode='infer')}'") == 1
+    assert "benchmark 'train tiny'" not in out
+
+    records = {(r["backend"], r["mode"]): r for r in _records(suite.path / "rep" / "xla-dynamo.jsonl")}
+    assert set(records) == {(b, m) for b in ("trace_once", "trace_everytime") for m in ("train", "infer")}
+    bench = {b["fullname"]: b for b in json.loads((suite.path / "out.json").read_text())["benchmarks"]}
+    assert len(bench) == 4
+    threads = auto_threads(available_cores())
+    for (backend, mode), record in records.items():
+        assert record["suite"] == "timing" and record["name"] == "tiny"
+        _check_judged(record)
+        assert record["dev"] == "xla" and record["batch_size"] == 2 and record["baseline"] == "eager"
+        assert record["iterations_per_run"] == 2 and record["repeat"] == 2
+        extra = record["extra"]
+        assert extra["iterations_per_run"] == 2 and extra["repeat"] == 2
+        # the auto baseline: the XLA device is the CPU, so CPU eager
+        assert extra["baseline_choice"] == "auto (PJRT_DEVICE)"
+        # the thread budget: auto, for torch and XLA:CPU alike
+        assert extra["threads"] == threads
+        assert extra["thread_budget"] == {"threads": threads, "choice": "auto", "cores": available_cores(),
+                                          "xla": f"PJRT_NPROC={threads}", "torch": threads}
+        # ... and in the JSON report's environment
+        assert record["environment"]["thread_budget"] == {"threads": threads, "choice": "auto",
+                                                          "cores": available_cores(), "PJRT_NPROC": str(threads)}
+        assert record["environment"]["threads"]["PJRT_NPROC"] == str(threads)
+        assert len(extra["backend_runs_ms"]) == 2 and len(extra["baseline_runs_ms"]) == 2
+        assert record["abs_latency"] == pytest.approx(timing.median(extra["backend_runs_ms"]), rel=1e-3)
+        assert record["baseline_latency"] == pytest.approx(timing.median(extra["baseline_runs_ms"]), rel=1e-3)
+        assert record["speedup"] == pytest.approx(record["baseline_latency"] / record["abs_latency"])
+        # robust statistics: the median is the speedup's statistic; minimum and spread beside it
+        assert extra["speedup_statistic"] == "median"
+        assert extra["backend_min_ms"] == pytest.approx(min(extra["backend_runs_ms"]), rel=1e-3)
+        assert extra["baseline_min_ms"] == pytest.approx(min(extra["baseline_runs_ms"]), rel=1e-3)
+        assert record["spread"] >= 0 and extra["baseline_spread"] >= 0
+        # memory: XLA:CPU and CPU eager give no per-case peak, and the JSON says why
+        assert "eager_peak_mem" not in extra and "dynamo_peak_mem" not in extra
+        assert "compression_ratio" not in extra
+        assert f"eager_peak_mem: {CPU_REASON}" in extra["memory"]["empty"]
+        assert "GetAllocatorStats is not supported" in extra["memory"]["empty"]
+        # compilation is warm-up: first backend step minus first baseline step, and none while timing
+        assert record["compilation_latency"] == pytest.approx(
+            extra["warmup_seconds"][0] - extra["baseline_warmup_seconds"][0], abs=1e-3)
+        assert record["compilation_latency"] > 0
+        assert record["compiles"] >= 1
+        assert record["recompiles"] == 0 and extra["timed_compiles"] == 0
+        if backend == "trace_once":
+            assert record["unique_graphs"] >= 1 and record["graph_breaks"] == 0
+            assert record["unique_graph_breaks"] == 0
+        else:
+            assert record["unique_graphs"] is None and record["graph_breaks"] is None
+            assert record["unique_graph_breaks"] is None
+        assert "--xla-iterations-per-run=2" in record["repro"] and "--xla-repeat=2" in record["repro"]
+        assert f"--xla-backend={backend}" in record["repro"] and record["nodeid"] in record["repro"]
+
+        b = bench[record["nodeid"]]
+        assert b["group"] == BENCHMARK_GROUP.format(mode=mode)
+        assert b["stats"]["rounds"] == 2 and b["stats"]["iterations"] == 1
+        info = b["extra_info"]
+        for key in ("model", "backend", "mode", "iterations_per_run", "repeat", "compilation_seconds", "speedup",
+                    "baseline_latency_ms", "unique_graphs", "graph_breaks", "compiles", "status", "threads",
+                    "speedup_statistic", "backend_min_ms", "baseline_min_ms", "interference"):
+            assert key in info, key
+        assert (info["model"], info["backend"], info["mode"]) == ("tiny", backend, mode)
+        assert info["iterations_per_run"] == 2 and info["repeat"] == 2
+        assert info["speedup"] == pytest.approx(record["speedup"]) and info["status"] == record["status"]
+        assert info["threads"] == threads
+        assert info["compiles"] == record["compiles"] and info["unique_graphs"] == record["unique_graphs"]
+        if not extra["interference"]["remeasured"]:
+            # pytest-benchmark timed the same runs from outside (seconds per run of 2 iterations)
+            inner_ms = record["abs_latency"]
+            outer_ms = b["stats"]["median"] / 2 * 1000
+            assert inner_ms * 0.999 <= outer_ms <= inner_ms * 1.5 + 0.05
+        else:
+            assert extra["timer"] == TIMER_REMEASURED
+
+    csv_text = (suite.path / "rep" / "xla-dynamo.csv").read_text().splitlines()
+    header = csv_text[0].split(",")
+    for line in csv_text[1:]:
+        row = dict(zip(header, line.split(","), strict=True))
+        assert row["eager_peak_mem"] == row["dynamo_peak_mem"] == row["compression_ratio"] == ""
+        assert row["status"] in ("pass", UNRELIABLE)
+
+    saved = list((suite.path / ".benchmarks").glob("*/0001_*.json"))
+    assert len(saved) == 1, saved
+    compared = suite.runpytest_subprocess(
+        *COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-modes=train", "--xla-repeat=2",
+        "--benchmark-compare=0001", timeout=TIMEOUT)
+    compared.assert_outcomes(passed=1)
+    compared.stderr.fnmatch_lines(["*Comparing against benchmarks from*0001_*"])
+    rows = [line for line in compared.stdout.lines if line.startswith("test_timing_train[tiny-trace_once] (")]
+    assert sorted(row.split(")")[0] for row in rows) == [
+        "test_timing_train[tiny-trace_once] (0001_unversi", "test_timing_train[tiny-trace_once] (NOW"]
+
+
+def test_a_disturbed_timing_is_remeasured_then_recorded_unreliable_and_flagged(suite: pytest.Pytester) -> None:
+    suite.makeconftest(CONFTEST + OVERLOADED)
+    result = suite.runpytest_subprocess(
+        *COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-modes=train", "--xla-repeat=2",
+        "--xla-threads=1", "--xla-report=table,csv,json", "--xla-report-dir=rep", timeout=TIMEOUT)
+    result.assert_outcomes(passed=1)  # a disturbed timing is not a failing backend
+    out = result.stdout.str()
+    cores = available_cores()
+    reason = f"load 99.0 on {cores} core{'s' if cores != 1 else ''}"
+    (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
+    assert record["status"] == UNRELIABLE
+    assert record["message"].startswith(f"timing unreliable: {reason}")
+    assert f"(measured {REMEASURE_LIMIT + 1} times; the speedup is kept but not trusted)" in record["message"]
+    extra = record["extra"]
+    assert extra["interference"]["remeasured"] == REMEASURE_LIMIT
+    assert [a["load"] for a in extra["interference"]["attempts"]] == [99.0] * (REMEASURE_LIMIT + 1)
+    assert all(reason in a["reasons"] for a in extra["interference"]["attempts"])
+    assert extra["timer"] == TIMER_REMEASURED and extra["threads"] == 1
+    # the speedup is kept in the record, from the last attempt's runs
+    assert record["speedup"] == pytest.approx(record["baseline_latency"] / record["abs_latency"])
+    assert record["speedup"] > 0 and len(extra["backend_runs_ms"]) == 2
+    # flagged: a warning, the table's cell, the CSV's status column
+    assert f"timing unreliable: {reason}" in out
+    row = next(line for line in out.splitlines() if line.startswith("| tiny "))
+    assert UNRELIABLE in row and "x " not in row.replace(UNRELIABLE, "")
+    csv_lines = (suite.path / "rep" / "xla-dynamo.csv").read_text().splitlines()
+    csv_row = dict(zip(csv_lines[0].split(","), csv_lines[1].split(","), strict=True))
+    assert csv_row["status"] == UNRELIABLE and csv_row["speedup"] == ""
+
+
+def test_the_speed_gate_never_uses_an_unreliable_speedup(suite: pytest.Pytester) -> None:
+    """A stored baseline speedup far above anything measurable: a trusted figure would be SLOWER and fail
+    the session; an unreliable one is skipped with a note."""
+    suite.makeconftest(CONFTEST + OVERLOADED)
+    stored = {"suite": "timing", "name": "tiny", "backend": "trace_once", "mode": "train", "status": "pass",
+              "speedup": 1000.0}
+    suite.path.joinpath("baseline.jsonl").write_text(json.dumps(stored) + "\n")
+    result = suite.runpytest_subprocess(
+        *COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-modes=train", "--xla-repeat=2",
+        "--xla-min-speedup-ratio=0.9", "--xla-timing-baseline=baseline.jsonl", timeout=TIMEOUT)
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "SLOWER" not in out and "regression" not in out
+    # the gate's note (labels.UNRELIABLE: reported, never failing) and the finding's detail
+    assert "1 unreliable" in out, out[-3000:]
+    assert "speed gate skipped: the timing is unreliable (load 99.0 on " in out, out[-3000:]
+
+
+def test_bad_thread_budget_is_a_usage_error(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess(*COMMON, "--xla-threads=0", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "--xla-threads: invalid value '0'; valid: an integer >= 1, or auto" in err
+    assert "Traceback" not in err + result.stdout.str()
+
+
+def test_benchmark_disable_runs_once_and_records_not_measured(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess(
+        *COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-modes=train", "--xla-repeat=3",
+        "--iterations-per-run=3", "--benchmark-disable", "--xla-report=table,json", "--xla-report-dir=rep",
+        timeout=TIMEOUT)
+    result.assert_outcomes(passed=1)
+    (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
+    assert record["status"] == NOT_MEASURED
+    assert record["iterations_per_run"] == 3  # the seed's spelling of --xla-iterations-per-run
+    assert record["speedup"] is None and record["abs_latency"] is None and record["spread"] is None
+    assert len(record["extra"]["backend_runs_ms"]) == 1 and len(record["extra"]["baseline_runs_ms"]) == 1
+    assert "--benchmark-disable" in record["extra"]["timer"]
+    assert "interference" not in record["extra"]  # nothing measured, nothing judged
+    assert "not_measured" in result.stdout.str()  # the table's cell says why there is no speedup
+
+
+def test_a_suite_without_the_benchmark_fixture_times_with_its_own_loop(suite: pytest.Pytester) -> None:
+    suite.path.joinpath("test_timing.py").unlink()
+    suite.makepyfile(test_mine="""
+        def test_mine(xla_timing, xla_model, xla_backend):
+            xla_timing.check_case(xla_model, xla_backend, mode="train")
+    """)
+    for flags, status in (((), None), (("--benchmark-disable",), NOT_MEASURED)):
+        result = suite.runpytest_subprocess(*COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-repeat=2",
+                                            "--xla-report=json", "--xla-report-dir=rep", *flags, timeout=TIMEOUT)
+        result.assert_outcomes(passed=1)
+        assert "benchmark '" not in result.stdout.str()  # pytest-benchmark did not see the test
+        (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
+        if status is None:
+            _check_judged(record)
+            assert record["extra"]["timer"] in (TIMER_NO_BENCHMARK, TIMER_REMEASURED)
+            assert len(record["extra"]["backend_runs_ms"]) == 2
+        else:
+            assert record["status"] == status and len(record["extra"]["backend_runs_ms"]) == 1
+
+
+def test_benchmark_skip_skips(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess(*COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--benchmark-skip",
+                                        "-rs", timeout=TIMEOUT)
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*--benchmark-skip*"])
+
+
+def test_two_xdist_workers_refuse_timing(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess(*COMMON, "-n", "2", "--xla-backend=trace_once", "--xla-modes=train",
+                                        "--xla-report=table", "-rs", timeout=TIMEOUT)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*timing is refused under pytest-xdist with 2 workers: the workers compete for "
+                                 "the * core*run the timing suite (suites/test_timing.py) with -n 0*"])
+    assert "geomean" not in result.stdout.str()
+
+
+def test_one_xdist_worker_times_and_the_controller_reports(suite: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also: the thread budget from the environment reaches the worker (torch and XLA:CPU)."""
+    monkeypatch.setenv("PYTEST_XLA_THREADS", "2")
+    result = suite.runpytest_subprocess(*COMMON, "-n", "1", "--xla-backend=trace_once", "--xla-modes=train",
+                                        "--xla-repeat=2", "--xla-report=table,json", "--xla-report-dir=rep",
+                                        timeout=TIMEOUT)
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "1 record from 1 xdist worker" in out and "| geomean" in out
+    (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
+    _check_judged(record)
+    assert record["speedup"] > 0
+    assert record["extra"]["xdist_workers"] == 1
+    assert record["extra"]["threads"] == 2
+    assert record["extra"]["thread_budget"]["choice"] == "2" and record["extra"]["thread_budget"]["torch"] == 2
+    assert record["extra"]["thread_budget"]["xla"] == "PJRT_NPROC=2"
+    timer = record["extra"]["timer"]
+    assert "pytest-benchmark disabled itself under pytest-xdist" in timer or timer == TIMER_REMEASURED
+    assert len(record["extra"]["backend_runs_ms"]) == 2
+
+
+def test_harness_overhead_benchmark_prints_its_figures() -> None:
+    """benchmarks/harness_overhead.py runs end to end (part 1, on the smallest zoo model) and prints the
+    plugin / hand-loop ratios; their values are figures to read, not asserted."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS"))}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "harness_overhead.py"), "--model=BERT_pytorch",
+         "--repeat=2", "--blocks=1", "--no-subprocess"],
+        cwd=ROOT, env={**env, "PJRT_DEVICE": "CPU"}, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for label in ("ratio plugin / hand: ", "over all blocks: ", "pytest-benchmark's median of the same runs: "):
+        assert re.search(re.escape(label) + r".*\d+\.\d+", proc.stdout), (label, proc.stdout[-3000:])
+    assert "PytestAssertRewriteWarning" not in proc.stdout + proc.stderr
+
+
+def _benchmark_script(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("quiet", "busy", "expected"), [
+    ({"speedup": 0.80, "status": "pass"}, {"speedup": 0.88, "status": "pass"}, "ok"),  # within 15%
+    ({"speedup": 0.80, "status": "pass"}, {"speedup": 1.00, "status": "pass"}, "drift"),  # 25% off, unflagged
+    ({"speedup": 0.80, "status": "pass"}, {"speedup": 1.60, "status": "pass"}, "MISSED"),  # 2x off, unflagged
+    ({"speedup": 0.80, "status": "pass"}, {"speedup": 0.40, "status": "pass"}, "MISSED"),  # too slow counts too
+    ({"speedup": 0.80, "status": "pass"}, {"speedup": 19.4, "status": UNRELIABLE}, "ok"),  # flagged
+    ({"speedup": 0.80, "status": UNRELIABLE}, {"speedup": 0.81, "status": "pass"}, "ok (quiet unreliable)"),
+    ({"speedup": None, "status": "fail_to_run"}, {"speedup": 0.81, "status": "pass"}, "no figure"),
+])
+def test_timing_robustness_verdicts_follow_the_issue_goal(quiet: dict[str, Any], busy: dict[str, Any],
+                                                          expected: str) -> None:
+    """benchmarks/timing_robustness.py: within 15% or flagged is ok; unflagged 15-30% drift; > 30% MISSED."""
+    ratio, text = _benchmark_script("timing_robustness").verdict(quiet, busy)
+    assert text == expected
+    if quiet["speedup"] is not None:
+        assert ratio == pytest.approx(busy["speedup"] / quiet["speedup"])
+

@@ -1,0 +1,120 @@
+"""Tests of pytest_xla_dynamo.timing.measure: the interleaving, and wall and CPU time per run with the load
+around the runs, on stand-in cases (in process; ``measure`` reads dynamo's counters, so it imports torch)."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pytest_xla_dynamo import timing
+from pytest_xla_dynamo.timing.measure import Measurement, RunTime
+
+# the module (``timing.measure`` is also the name of its function, which the package exports)
+measure_module = importlib.import_module("pytest_xla_dynamo.timing.measure")
+
+
+class FakeBackend:
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name = log, name
+
+    def sync(self) -> None:
+        self.log.append(f"{self.name} sync")
+
+    def wait(self) -> None:
+        self.log.append(f"{self.name} wait")
+
+
+class FakeCase:
+    """A prepared case whose step burns the CPU (``busy``) or sleeps for ``seconds``."""
+
+    def __init__(self, log: list[str], name: str, seconds: float, busy: bool) -> None:
+        self.log, self.name, self.seconds, self.busy = log, name, seconds, busy
+        self.backend = FakeBackend(log, name)
+
+    def reset(self) -> None:
+        self.log.append(f"{self.name} reset")
+
+    def step(self) -> None:
+        self.log.append(f"{self.name} step")
+        if self.busy:
+            end = time.perf_counter() + self.seconds
+            while time.perf_counter() < end:
+                pass
+        else:
+            time.sleep(self.seconds)
+
+
+def test_interleaved_runs_the_baseline_before_each_backend_run() -> None:
+    calls: list[str] = []
+    timing.interleaved(lambda: calls.append("backend"), lambda: calls.append("baseline"), 3)
+    assert calls == ["baseline", "backend"] * 3
+
+
+def test_timed_run_measures_wall_and_process_cpu_time() -> None:
+    log: list[str] = []
+    busy = timing.timed_run(FakeCase(log, "b", 0.05, busy=True), 2)  # type: ignore[arg-type]
+    assert log == ["b step", "b step", "b wait"]  # N steps, one wait
+    assert busy.wall >= 0.1 and busy.cpu / busy.wall > 0.5  # burning the CPU: CPU time follows wall time
+    asleep = timing.timed_run(FakeCase(log, "s", 0.05, busy=False), 2)  # type: ignore[arg-type]
+    assert asleep.wall >= 0.1 and asleep.cpu / asleep.wall < 0.3  # sleeping: wall time without CPU time
+
+
+def test_measurement_keeps_both_times_per_side_and_the_higher_load() -> None:
+    m = Measurement(iterations_per_run=2)
+    m.add("baseline", RunTime(0.4, 0.38))
+    m.add("backend", RunTime(0.2, 0.25))
+    assert (m.baseline_runs, m.baseline_cpu, m.backend_runs, m.backend_cpu) == ([0.4], [0.38], [0.2], [0.25])
+    assert m.figures.speedup == pytest.approx(2.0)
+    assert m.load is None
+    m.load_before, m.load_after = 1.5, 2.25
+    assert m.load == 2.25
+    m.load_after = None
+    assert m.load == 1.5
+
+
+def test_measure_interleaves_times_both_and_reads_the_load_around_the_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads = iter([1.25, 3.5])
+    monkeypatch.setattr(measure_module, "loadavg", lambda: next(loads))
+    log: list[str] = []
+    case, baseline = FakeCase(log, "case", 0.01, True), FakeCase(log, "base", 0.02, False)
+    result = timing.measure(case, baseline, 2, 3)  # type: ignore[arg-type]
+    assert len(result.backend_runs) == len(result.backend_cpu) == 3
+    assert len(result.baseline_runs) == len(result.baseline_cpu) == 3
+    assert (result.load_before, result.load_after, result.load) == (1.25, 3.5, 3.5)
+    # baseline (sleeping) has little CPU per wall second, the backend (burning) a lot
+    assert sum(result.baseline_cpu) / sum(result.baseline_runs) < 0.3
+    assert sum(result.backend_cpu) / sum(result.backend_runs) > 0.5
+    timed = [entry for entry in log if entry.endswith("step")][2:]  # after one priming step each
+    assert timed == ["base step", "base step", "case step", "case step"] * 3
+    assert result.recompiles == 0
+
+
+def test_measure_through_pedantic_keeps_only_the_timed_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-benchmark may call the target once more after the rounds (--benchmark-cprofile)."""
+    monkeypatch.setattr(measure_module, "loadavg", lambda: None)
+    seen: dict[str, Any] = {}
+
+    def pedantic(target: Callable[[], None], setup: Callable[[], None], rounds: int, iterations: int,
+                 warmup_rounds: int) -> None:
+        seen.update(rounds=rounds, iterations=iterations, warmup_rounds=warmup_rounds)
+        for _ in range(rounds):
+            setup()
+            target()
+        target()
+
+    log: list[str] = []
+    result = timing.measure(FakeCase(log, "case", 0.001, True), FakeCase(log, "base", 0.001, True),  # type: ignore[arg-type]
+                            1, 2, pedantic)
+    assert seen == {"rounds": 2, "iterations": 1, "warmup_rounds": 0}
+    assert len(result.backend_runs) == len(result.backend_cpu) == 2
+    assert len(result.baseline_runs) == len(result.baseline_cpu) == 2
+    assert result.load is None
+
+
+def test_loadavg_is_a_rounded_number_or_none() -> None:
+    load = timing.loadavg()
+    assert load is None or (load >= 0 and round(load, 2) == load)
