@@ -13,6 +13,7 @@ import logging
 import re
 
 import pytest
+from sample_data import before_summary
 
 from pytest_xla_dynamo import devices
 
@@ -108,8 +109,9 @@ def test_a_failed_bring_up_is_reported_once_and_later_xla_tests_skip(pytester: p
     result.assert_outcomes(errors=1, skipped=2, passed=1)
     _no_name_error(out)
     # the first XLA test reports the error once, with how to fix it
-    assert out.count("RuntimeUnavailable: XLA runtime bring-up failed (PJRT_DEVICE=NO_SUCH_DEVICE): RuntimeError: "
-                     "No PjRtPlugin registered for: NO_SUCH_DEVICE") == 1, out[-3000:]
+    assert before_summary(out).count(
+        "RuntimeUnavailable: XLA runtime bring-up failed (PJRT_DEVICE=NO_SUCH_DEVICE): RuntimeError: "
+        "No PjRtPlugin registered for: NO_SUCH_DEVICE") == 1, out[-3000:]
     assert "Fix: check that PJRT_DEVICE names a device this machine has" in out
     result.stdout.fnmatch_lines(["ERROR test_bring_up.py::test_first*"], consecutive=False)
     # the later XLA tests skip with that reason; the plain test runs

@@ -2,8 +2,8 @@
 
 * Every bad value, from the command line, ini, the environment and markers: exit 4 before any test
   runs, the value and the valid ones named, no traceback. Option errors stop a session at the first
-  one, so one subprocess runs the sessions of several cases in turn (:data:`DRIVER`); marker errors
-  are gathered, so one session with one bad marker per test checks them all.
+  one, so one subprocess runs the sessions of several cases in turn (``sample_data.run_sessions``);
+  marker errors are gathered, so one session with one bad marker per test checks them all.
 * Without torch (a virtual environment with pytest and the plugin's wheel, and no torch): op patches
   from a marker, ``REPLACE_MAXPOOL`` or ``--xla-patch`` skip the tests that use them and leave the others
   alone; the bundled suites collect and skip cleanly; ``python -m pytest_xla_dynamo`` does not warn.
@@ -14,29 +14,18 @@ in the report tests.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import subprocess
 import sys
 import venv
 from pathlib import Path
-from typing import Any
 
 import pytest
+from sample_data import build_outputs, clean_env, copy_source, run_sessions
 
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
 BOOL_VALID = "valid: 1, true, yes, on, 0, false, no, off (any case), or empty"
-
-
-def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "COV_")) and k not in ("REPLACE_MAXPOOL", "USE_FAKE_TENSOR")}
-    env.setdefault("PJRT_DEVICE", "CPU")
-    env.update(extra)
-    return env
 
 
 def _clean(output: str) -> None:
@@ -45,26 +34,6 @@ def _clean(output: str) -> None:
 
 
 # --- bad values at start-up ------------------------------------------------------------------------
-
-#: runs one pytest session per case in this interpreter (a case: args, env), printing their results as JSON
-DRIVER = """
-import contextlib, io, json, os, sys
-import pytest
-
-results = []
-for case in json.loads(open(sys.argv[1]).read()):
-    saved = dict(os.environ)
-    os.environ.update(case["env"])
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            ret = int(pytest.main(["-s", "-p", "no:cacheprovider", *case["args"]]))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    results.append({"ret": ret, "out": out.getvalue(), "err": err.getvalue()})
-print("RESULTS", json.dumps(results))
-"""
 
 PLAIN_TEST = """
 from pytest_xla_dynamo.session import get_session
@@ -116,13 +85,7 @@ def test_bad_values_fail_at_start_up(pytester: pytest.Pytester) -> None:
     pytester.makefile(".ini", bad_seed="[pytest]\nxla_seed = abc\n")
     cases = [{"args": args, "env": env} for _, args, env, _ in START_UP_CASES]
     cases += [{"args": [], "env": env} for env, _ in GOOD_CASES]
-    (pytester.path / "cases.json").write_text(json.dumps(cases))
-    (pytester.path / "driver.py").write_text(DRIVER)
-    proc = subprocess.run([sys.executable, "driver.py", "cases.json"], cwd=pytester.path, env=_clean_env(),
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULTS "))
-    results: list[dict[str, Any]] = json.loads(line[len("RESULTS "):])
+    results = run_sessions(pytester.path, cases)
     for (what, _, _, message), result in zip(START_UP_CASES, results, strict=False):
         output = result["out"] + result["err"]
         assert result["ret"] == pytest.ExitCode.USAGE_ERROR, (what, output[-2000:])
@@ -230,26 +193,6 @@ def test_marker_mode_deselects_only_valid_modes(pytester: pytest.Pytester) -> No
 # --- without torch --------------------------------------------------------------------------------
 
 
-def build_outputs() -> dict[str, int]:
-    """What a build writes into its source folder (``build/``, ``dist/``, ``*.egg-info``), as found in the
-    checkout: file -> modification time."""
-    found = [p for pattern in ("build", "dist", "*.egg-info") for p in REPO.glob(pattern)]
-    return {str(f): f.stat().st_mtime_ns for p in found for f in [p, *p.rglob("*")] if f.is_file()} | {
-        str(p): 0 for p in found}
-
-
-def _copy_source(dest: Path) -> Path:
-    """What a build reads, copied to ``dest``: setuptools writes ``build/`` and ``*.egg-info`` beside the
-    sources, so building from the checkout would write into it."""
-    dest.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
-        if (REPO / name).exists():
-            shutil.copy2(REPO / name, dest / name)
-    for folder in ("pytest_xla_dynamo", "suites", "snapshots"):
-        shutil.copytree(REPO / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    return dest
-
-
 @pytest.fixture(scope="module")
 def noxla_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the plugin's wheel and its dependencies, and no torch (what ``tox -e noxla`` builds).
@@ -257,7 +200,7 @@ def noxla_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     The wheel is built from a copy of the sources: nothing is written into the checkout."""
     root = tmp_path_factory.mktemp("noxla")
     before = build_outputs()
-    source = _copy_source(root / "source")
+    source = copy_source(root / "source")
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check",
                             "-w", str(root / "dist"), str(source)], capture_output=True, text=True, cwd=root)
     if build.returncode != 0 and "No matching distribution found for setuptools" in build.stderr:
@@ -277,7 +220,7 @@ def noxla_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(python: Path, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(python), *args], capture_output=True, text=True, cwd=cwd, env=_clean_env(**env),
+    return subprocess.run([str(python), *args], capture_output=True, text=True, cwd=cwd, env=clean_env(**env),
                           timeout=600)
 
 

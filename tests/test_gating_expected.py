@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 import stat
 from pathlib import Path
 
 import pytest
+from sample_data import sample_rows, umask
 
 from pytest_xla_dynamo.gating.expected import (
     COLUMNS,
@@ -22,28 +22,11 @@ from pytest_xla_dynamo.gating.expected import (
 HEADER = ",".join(COLUMNS)
 
 
-def rows() -> list[CaseRow]:
-    """Four rows of every shape: measured, unmeasured, flaky with an issue, a cell that needs quoting."""
-    return [
-        CaseRow("resnet18", "trace_once", "train", "pass", 0, 3, 0, 0, False, ""),
-        CaseRow("alexnet", "trace_everytime", "infer", "fail_accuracy", None, None, None, None, True,
-                "pytorch/xla#3361"),
-        CaseRow("BERT_pytorch", "trace_once", "infer", "", 1, 2, 4, 0, False, ""),
-        CaseRow("alexnet", "trace_everytime", "train", "pass", 0, 1, 0, 0, False, "a, quoted \"one\""),
-    ]
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def test_file_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "expected.csv"
-    write_expected(path, rows())
+    write_expected(path, sample_rows())
     back = read_expected(path)
-    assert back == {r.key: r for r in rows()}
+    assert back == {r.key: r for r in sample_rows()}
     text = path.read_text()
     assert text.splitlines()[0] == HEADER
     # sorted deterministically by (name, backend, mode), and written identically again
@@ -51,7 +34,7 @@ def test_file_round_trip(tmp_path: Path) -> None:
                                                                     "resnet18"]
     assert format_expected(back.values()) == text
     assert not list(path.parent.glob(".*.tmp"))  # no temporary file left behind
-    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()  # an ordinary file, not mkstemp's 0600
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask()  # an ordinary file, not mkstemp's 0600
 
 
 def test_read_missing_file_is_empty(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ what must never happen: a bad file or an unusable path accepted at start-up, an 
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 import xml.etree.ElementTree as ET
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sample_data import umask
 
 from pytest_xla_dynamo.gating.expected import COLUMNS
 
@@ -72,15 +72,9 @@ def _write(pytester: pytest.Pytester, cases: list[dict[str, Any]], expected: str
         pytester.path.joinpath("expected.csv").write_text(expected)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def _ordinary(path: Path) -> bool:
     """Whether ``path`` has an ordinary file's permissions (``0666 & ~umask``), not ``mkstemp``'s 0600."""
-    return stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
+    return stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask()
 
 
 REGRESSION_CASES = [

@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from sample_data import gating_record as rec
 
 from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating.expected import COLUMNS, parse_expected
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines, verdict_line
 from pytest_xla_dynamo.gating.rules import compare
 from pytest_xla_dynamo.gating.run import cases_from_records
-from pytest_xla_dynamo.records import CaseRecord
 
 HEADER = ",".join(COLUMNS)
 
-
-def rec(suite: str, name: str, **kw: Any) -> CaseRecord:
-    kw.setdefault("backend", "trace_once")
-    kw.setdefault("mode", "train")
-    return CaseRecord(suite=suite, name=name, **kw)
 
 
 def expected_text(*rows: str) -> str:

@@ -6,20 +6,16 @@ import textwrap
 from typing import Any
 
 import pytest
+from sample_data import gating_record as rec
 
 from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating import rules as r
 from pytest_xla_dynamo.gating.expected import COLUMNS, parse_expected
 from pytest_xla_dynamo.gating.run import cases_from_records, timing_from_records
-from pytest_xla_dynamo.records import CaseRecord, vote
+from pytest_xla_dynamo.records import vote
 
 HEADER = ",".join(COLUMNS)
 
-
-def rec(suite: str, name: str, **kw: Any) -> CaseRecord:
-    kw.setdefault("backend", "trace_once")
-    kw.setdefault("mode", "train")
-    return CaseRecord(suite=suite, name=name, **kw)
 
 
 @pytest.mark.parametrize(("expected", "actual", "flaky", "label"), [

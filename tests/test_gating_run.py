@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from sample_data import gating_record as rec
 
 from pytest_xla_dynamo.gating.expected import ExpectedFileError
 from pytest_xla_dynamo.gating.run import cases_from_records, read_timing_baseline, timing_from_records
-from pytest_xla_dynamo.records import CaseRecord
-
-
-def rec(suite: str, name: str, **kw: Any) -> CaseRecord:
-    """A hand-made record (backend ``trace_once``, mode ``train`` unless given)."""
-    kw.setdefault("backend", "trace_once")
-    kw.setdefault("mode", "train")
-    return CaseRecord(suite=suite, name=name, **kw)
 
 
 def test_cases_from_records_merges_parity_and_graphs() -> None:

@@ -3,32 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+
+from sample_data import gating_record as rec
+from sample_data import sample_rows
 
 from pytest_xla_dynamo.gating.expected import CaseRow
 from pytest_xla_dynamo.gating.run import cases_from_records
 from pytest_xla_dynamo.gating.update import UpdateStats, merge_update
-from pytest_xla_dynamo.records import CaseRecord
-
-
-def rec(suite: str, name: str, **kw: Any) -> CaseRecord:
-    kw.setdefault("backend", "trace_once")
-    kw.setdefault("mode", "train")
-    return CaseRecord(suite=suite, name=name, **kw)
-
-
-def rows() -> list[CaseRow]:
-    return [
-        CaseRow("resnet18", "trace_once", "train", "pass", 0, 3, 0, 0, False, ""),
-        CaseRow("alexnet", "trace_everytime", "infer", "fail_accuracy", None, None, None, None, True,
-                "pytorch/xla#3361"),
-        CaseRow("BERT_pytorch", "trace_once", "infer", "", 1, 2, 4, 0, False, ""),
-        CaseRow("alexnet", "trace_everytime", "train", "pass", 0, 1, 0, 0, False, "a, quoted \"one\""),
-    ]
 
 
 def test_merge_update_keeps_rows_not_run() -> None:
-    old = {r.key: r for r in rows()}
+    old = {r.key: r for r in sample_rows()}
     run = cases_from_records([
         rec("parity", "resnet18", status="fail_accuracy"),  # graphs not run: old figures kept
         rec("parity", "alexnet", backend="trace_everytime", mode="infer", status="pass"),  # flaky stays

@@ -10,8 +10,6 @@ timeout; each checks that the child's process is gone and no ``xla-isolated-*`` 
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import subprocess
@@ -22,6 +20,7 @@ from typing import Any
 
 import pytest
 from process_helpers import gone, removed, wait_for_pids
+from sample_data import before_summary, clean_env, run_sessions
 
 from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.isolation import IsolationPlugin, forward_cli
@@ -146,15 +145,6 @@ def test_after_the_hang():
 """
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
-    """This environment without pytest's and the plugin's variables (as a user's shell would be)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "COV_")) and k not in ("REPLACE_MAXPOOL", "USE_FAKE_TENSOR")}
-    env.setdefault("PJRT_DEVICE", "CPU")
-    env.update(extra)
-    return env
-
-
 @pytest.fixture
 def crash_project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST)
@@ -204,7 +194,7 @@ def test_crashes_are_reported_and_the_session_goes_on(crash_project: pytest.Pyte
                                  "FAILED test_a.py::test_unknown_abort*"], consecutive=False)
     # the child's faulthandler output reaches the report, once per failed abort (not again as a section)
     assert "Fatal Python error: Aborted" in out
-    assert out.count("Fatal Python error: Aborted") == 2, out
+    assert before_summary(out).count("Fatal Python error: Aborted") == 2, out
     assert "isolated child stderr" not in out
     # no fixture state leaked across the crash
     assert "previous item was not torn down properly" not in out
@@ -279,7 +269,8 @@ def test_marked_hang():
     result.assert_outcomes(passed=1, failed=2)
     assert "isolated test timed out after 25 s (--xla-isolate-timeout) in its call phase" in out
     assert "isolated test timed out after 15 s (@pytest.mark.xla_isolated(timeout=15)) in its call phase" in out
-    stacks = re.findall(r"Python stack when it was ended \(faulthandler\) ---\n((?:.*\n)*?)command: ", out)
+    stacks = re.findall(r"Python stack when it was ended \(faulthandler\) ---\n((?:.*\n)*?)command: ",
+                        before_summary(out))
     assert len(stacks) == 2, out
     assert "most recent call first" in stacks[0] and "in sleeping_here" in stacks[0]
     assert "in napping_here" in stacks[1]
@@ -308,36 +299,12 @@ BAD_TIMEOUTS: list[tuple[list[str], dict[str, str], str]] = [
     (["-c", "bad.ini"], {}, "--xla-isolate-timeout (ini): invalid value 'nan'"),
 ]
 
-DRIVER = """
-import contextlib, io, json, os, sys
-import pytest
-results = []
-for case in json.load(open(sys.argv[1])):
-    saved = dict(os.environ)
-    os.environ.update(case["env"])
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            ret = int(pytest.main(["-p", "no:cacheprovider", *case["args"]]))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    results.append({"ret": ret, "out": out.getvalue(), "err": err.getvalue()})
-print("RESULTS", json.dumps(results))
-"""
-
-
 def test_bad_timeouts_are_usage_errors(pytester: pytest.Pytester) -> None:
     """Each bad ``--xla-isolate-timeout`` (command line, environment, ini): exit 4 before any test, naming
     the value and the valid ones, no traceback. One interpreter runs the sessions in turn."""
     pytester.makepyfile(test_plain="def test_plain():\n    print('RAN')\n")
     pytester.makefile(".ini", bad="[pytest]\nxla_isolate_timeout = nan\n")
-    (pytester.path / "cases.json").write_text(json.dumps([{"args": a, "env": e} for a, e, _ in BAD_TIMEOUTS]))
-    (pytester.path / "driver.py").write_text(DRIVER)
-    proc = subprocess.run([sys.executable, "driver.py", "cases.json"], cwd=pytester.path, env=_clean_env(),
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results: list[dict[str, Any]] = json.loads(proc.stdout.split("RESULTS ", 1)[1])
+    results = run_sessions(pytester.path, [{"args": a, "env": e} for a, e, _ in BAD_TIMEOUTS])
     for (_, _, message), res in zip(BAD_TIMEOUTS, results, strict=True):
         output = res["out"] + res["err"]
         assert res["ret"] == pytest.ExitCode.USAGE_ERROR, output[-2000:]
@@ -381,7 +348,7 @@ def test_ctrl_c_or_sigterm_to_the_parent_ends_the_child(hang_project: tuple[pyte
     pytester, tmp, pidfile = hang_project
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
                              "test_hang.py"], cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=_clean_env(TMPDIR=str(tmp), XLA_TEST_PIDFILE=str(pidfile)))
+                            text=True, env=clean_env(TMPDIR=str(tmp), XLA_TEST_PIDFILE=str(pidfile)))
     try:
         (child,) = wait_for_pids(pidfile, 1, within=300)
         assert _left_behind(tmp), "the child's temp folder exists while it runs"

@@ -3,38 +3,18 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from sample_data import build_outputs, copy_source
 
 from pytest_xla_dynamo import __main__ as entry
 
 REPO = Path(__file__).resolve().parents[1]
 SUITES = REPO / "suites"
-
-
-def build_outputs() -> dict[str, int]:
-    """What a build writes into its source folder (``build/``, ``dist/``, ``*.egg-info``), as found in the
-    checkout: file -> modification time."""
-    found = [p for pattern in ("build", "dist", "*.egg-info") for p in REPO.glob(pattern)]
-    return {str(f): f.stat().st_mtime_ns for p in found for f in [p, *p.rglob("*")] if f.is_file()} | {
-        str(p): 0 for p in found}
-
-
-def copy_source(dest: Path) -> Path:
-    """What a build reads (pyproject.toml, README, the package folders), copied to ``dest``: setuptools
-    writes ``build/`` and ``*.egg-info`` beside the sources, so a build from the checkout would write there."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in"):
-        if (REPO / name).exists():
-            shutil.copy2(REPO / name, dest / name)
-    for folder in ("pytest_xla_dynamo", "suites", "snapshots"):
-        shutil.copytree(REPO / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    return dest
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sample_data import EXPECTED_HEADER, PNG_MAGIC, SET, earlier_set, parity_record, sample_records, umask
 
 from pytest_xla_dynamo import report
 from pytest_xla_dynamo.config import XlaConfig
@@ -26,43 +27,10 @@ from pytest_xla_dynamo.fileio import atomic_write
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.report import png, writer
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-EXPECTED_HEADER = (
-    "dev,name,batch_size,speedup,abs_latency,compilation_latency,compression_ratio,eager_peak_mem,"
-    "dynamo_peak_mem,calls_captured,unique_graphs,fallbacks_to_eager,graph_breaks,unique_graph_breaks,"
-    "autograd_captures,autograd_compiles,backend,mode,status,iterations_per_run,spread"
-)
-SET = ["xla-dynamo.csv", "xla-dynamo.jsonl", "xla-dynamo.png"]
-
-
-def timing(name: str, backend: str, mode: str, speedup: float | None, **kw: Any) -> CaseRecord:
-    kw.setdefault("status", "pass" if speedup is not None else "fail_to_run")
-    kw.setdefault("baseline", "eager")
-    kw.setdefault("iterations_per_run", 1)
-    kw.setdefault("repeat", 5)
-    return CaseRecord(suite="timing", name=name, backend=backend, mode=mode, speedup=speedup, **kw)
-
-
-def parity(name: str, backend: str, mode: str, status: str = "pass", **kw: Any) -> CaseRecord:
-    return CaseRecord(suite="parity", name=name, backend=backend, mode=mode, status=status, **kw)
-
 
 @pytest.fixture
 def records() -> list[CaseRecord]:
-    return [
-        timing("resnet18", "trace_once", "train", 2.0, abs_latency=12.345, compilation_latency=11.5,
-               unique_graphs=3, graph_breaks=0, fallbacks=2, calls_captured=70, spread=0.031, batch_size=2),
-        timing("resnet18", "trace_everytime", "train", 1.0, abs_latency=24.69),
-        timing("resnet50", "trace_once", "train", 0.5),
-        timing("resnet50", "trace_everytime", "train", 2.0),
-        timing("alexnet", "trace_once", "train", 4.0),
-        timing("alexnet", "trace_everytime", "train", None),  # fail_to_run
-        timing("resnet18", "trace_once", "infer", 3.0),
-        parity("resnet18", "trace_once", "train"),
-        parity("resnet18", "trace_once", "infer", "fail_accuracy", known_issue="pytorch/xla#3361"),
-        parity("alexnet", "trace_once", "train", "fail_to_run", message="boom"),
-        parity("alexnet", "trace_everytime", "train", "pass_due_to_skip", flaky=True),
-    ]
+    return sample_records()
 
 
 def everything(folder: Path) -> list[str]:
@@ -165,7 +133,7 @@ def test_png(records: list[CaseRecord], tmp_path: Path) -> None:
 
 def test_png_without_timing_records(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    data = report.write_png([parity("m", "b", "train")], tmp_path / "e.png").read_bytes()
+    data = report.write_png([parity_record("m", "b", "train")], tmp_path / "e.png").read_bytes()
     assert data.startswith(PNG_MAGIC)
 
 
@@ -206,9 +174,7 @@ def test_failing_writer_keeps_the_previous_file(records: list[CaseRecord], tmp_p
 def earlier(tmp_path: Path) -> Path:
     """A report folder holding a complete set from an earlier run."""
     folder = tmp_path / "out"
-    folder.mkdir()
-    for name in SET:
-        (folder / name).write_text(f"earlier run: {name}\n")
+    earlier_set(folder)
     return folder
 
 
@@ -247,10 +213,8 @@ def test_write_reports_whole_set_replaces_the_earlier_one(records: list[CaseReco
     assert (earlier / "xla-dynamo.csv").read_text().startswith(EXPECTED_HEADER)
     assert report.read_json(earlier / "xla-dynamo.jsonl") == records
     assert (earlier / "xla-dynamo.png").read_bytes().startswith(PNG_MAGIC)
-    umask = os.umask(0)
-    os.umask(umask)
     for name in SET:  # ordinary files, not mkstemp's 0600
-        assert (earlier / name).stat().st_mode & 0o777 == 0o666 & ~umask
+        assert (earlier / name).stat().st_mode & 0o777 == 0o666 & ~umask()
 
 
 def test_write_reports_drops_the_earlier_runs_other_files(records: list[CaseRecord], earlier: Path) -> None:

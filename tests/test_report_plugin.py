@@ -15,18 +15,11 @@ import signal
 from pathlib import Path
 
 import pytest
+from sample_data import EXPECTED_HEADER, PNG_MAGIC, SET, earlier_set, table_rows
 
 from pytest_xla_dynamo import report
 
 pytest_plugins = ["pytester"]
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-EXPECTED_HEADER = (
-    "dev,name,batch_size,speedup,abs_latency,compilation_latency,compression_ratio,eager_peak_mem,"
-    "dynamo_peak_mem,calls_captured,unique_graphs,fallbacks_to_eager,graph_breaks,unique_graph_breaks,"
-    "autograd_captures,autograd_compiles,backend,mode,status,iterations_per_run,spread"
-)
-SET = ["xla-dynamo.csv", "xla-dynamo.jsonl", "xla-dynamo.png"]
 
 SESSION_TESTS = '''
 import pytest
@@ -120,16 +113,6 @@ N_TIMING = 12
 N_PARITY = 3
 
 
-def table_rows(table: str) -> dict[str, list[str]]:
-    """The data rows of a tabulate grid table: first cell -> the other cells, stripped."""
-    rows = {}
-    for line in table.splitlines():
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            rows[cells[0]] = cells[1:]
-    return rows
-
-
 def check_session_output(text: str) -> None:
     assert text.count(report.SECTION) == 1
     assert sum(line.startswith("+===") for line in text.splitlines()) == 3  # parity, train, infer: once each
@@ -161,14 +144,6 @@ def check_files(out: Path) -> None:
     assert env["PJRT_DEVICE"] == "CPU" and env["iterations_per_run"] == 1 and env["seed"] == 1337
     data = (out / "xla-dynamo.png").read_bytes()
     assert len(data) > 1000 and data.startswith(PNG_MAGIC)
-
-
-def earlier_set(folder: Path) -> dict[str, bytes]:
-    """Put a complete report set from an "earlier run" into ``folder``; returns its contents."""
-    folder.mkdir(exist_ok=True)
-    for name in SET:
-        (folder / name).write_bytes(f"earlier run: {name}\n".encode())
-    return {name: (folder / name).read_bytes() for name in SET}
 
 
 def contents(folder: Path) -> dict[str, bytes]:

@@ -4,54 +4,18 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
+from sample_data import parity_record, sample_records, table_rows, timing_record
 
 from pytest_xla_dynamo import report
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.report import tables
 
 
-def timing(name: str, backend: str, mode: str, speedup: float | None, **kw: Any) -> CaseRecord:
-    kw.setdefault("status", "pass" if speedup is not None else "fail_to_run")
-    kw.setdefault("baseline", "eager")
-    kw.setdefault("iterations_per_run", 1)
-    kw.setdefault("repeat", 5)
-    return CaseRecord(suite="timing", name=name, backend=backend, mode=mode, speedup=speedup, **kw)
-
-
-def parity(name: str, backend: str, mode: str, status: str = "pass", **kw: Any) -> CaseRecord:
-    return CaseRecord(suite="parity", name=name, backend=backend, mode=mode, status=status, **kw)
-
-
 @pytest.fixture
 def records() -> list[CaseRecord]:
-    return [
-        timing("resnet18", "trace_once", "train", 2.0, abs_latency=12.345, compilation_latency=11.5,
-               unique_graphs=3, graph_breaks=0, fallbacks=2, calls_captured=70, spread=0.031, batch_size=2),
-        timing("resnet18", "trace_everytime", "train", 1.0, abs_latency=24.69),
-        timing("resnet50", "trace_once", "train", 0.5),
-        timing("resnet50", "trace_everytime", "train", 2.0),
-        timing("alexnet", "trace_once", "train", 4.0),
-        timing("alexnet", "trace_everytime", "train", None),  # fail_to_run
-        timing("resnet18", "trace_once", "infer", 3.0),
-        # alexnet has no trace_everytime record at all, and no infer record for trace_once
-        parity("resnet18", "trace_once", "train"),
-        parity("resnet18", "trace_once", "infer", "fail_accuracy", known_issue="pytorch/xla#3361"),
-        parity("alexnet", "trace_once", "train", "fail_to_run", message="boom"),
-        parity("alexnet", "trace_everytime", "train", "pass_due_to_skip", flaky=True),
-    ]
-
-
-def table_rows(table: str) -> dict[str, list[str]]:
-    """The data rows of a tabulate grid table: first cell -> the other cells, stripped."""
-    rows = {}
-    for line in table.splitlines():
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            rows[cells[0]] = cells[1:]
-    return rows
+    return sample_records()
 
 
 # --- numbers -------------------------------------------------------------------------------------------
@@ -95,7 +59,7 @@ def test_speedup_table_train(records: list[CaseRecord]) -> None:
 
 
 def test_speedup_table_missing_cells_and_latency(records: list[CaseRecord]) -> None:
-    records.append(timing("resnet50", "trace_everytime", "infer", 1.5, abs_latency=8.0))
+    records.append(timing_record("resnet50", "trace_everytime", "infer", 1.5, abs_latency=8.0))
     rows = table_rows(report.speedup_table(records, "infer", latency=True))
     assert rows["resnet18"] == ["3.00x", "-"]  # no trace_everytime record for resnet18 infer
     assert rows["resnet50"] == ["-", "1.50x (8.00 ms)"]
@@ -122,7 +86,8 @@ def test_speedup_table_baseline_fallbacks_and_computed_speedup() -> None:
 
 
 def test_speedup_table_last_record_wins_and_modes_order() -> None:
-    recs = [timing("m", "b", "infer", 1.0), timing("m", "b", "train", 9.0), timing("m", "b", "train", 3.0)]
+    recs = [timing_record("m", "b", "infer", 1.0), timing_record("m", "b", "train", 9.0),
+            timing_record("m", "b", "train", 3.0)]
     assert tables.timing_modes(recs) == ["train", "infer"]
     assert table_rows(report.speedup_table(recs, "train"))["m"] == ["3.00x"]
 
@@ -156,14 +121,15 @@ def test_status_table(records: list[CaseRecord]) -> None:
 
 
 def test_status_table_last_record_wins() -> None:
-    recs = [parity("m", "b", "train", "fail_accuracy"), parity("m", "b", "train", "pass")]
+    recs = [parity_record("m", "b", "train", "fail_accuracy"), parity_record("m", "b", "train", "pass")]
     table = report.status_table(recs)
     assert table_rows(table)["m"] == ["pass"]
     assert table.endswith("pass 1 / fail 0 / xfail 0")
 
 
 def test_status_counts_xpass() -> None:
-    counts = report.status_counts([parity("m", "b", "train", known_issue="x/y#1"), parity("n", "b", "train")])
+    counts = report.status_counts([parity_record("m", "b", "train", known_issue="x/y#1"),
+                                   parity_record("n", "b", "train")])
     assert counts == {"pass": 1, "fail": 0, "xfail": 0, "xpass": 1, "flaky": 0}
-    assert table_rows(report.status_table([parity("m", "b", "train", known_issue="x/y#1")]))["m"] == [
+    assert table_rows(report.status_table([parity_record("m", "b", "train", known_issue="x/y#1")]))["m"] == [
         "pass (xpass x/y#1)"]

@@ -28,11 +28,27 @@ class FakeBackend:
         self.log.append(f"{self.name} wait")
 
 
-class FakeCase:
-    """A prepared case whose step burns the CPU (``busy``) or sleeps for ``seconds``."""
+class FakeClock:
+    """Wall and process-CPU clocks that advance only when a stand-in step says so: CPU/wall ratios that
+    do not depend on what else runs on the machine."""
 
-    def __init__(self, log: list[str], name: str, seconds: float, busy: bool) -> None:
-        self.log, self.name, self.seconds, self.busy = log, name, seconds, busy
+    def __init__(self) -> None:
+        self.wall = 0.0
+        self.cpu = 0.0
+
+    def perf_counter(self) -> float:
+        return self.wall
+
+    def process_time(self) -> float:
+        return self.cpu
+
+
+class FakeCase:
+    """A prepared case whose step burns the CPU (``busy``) or sleeps for ``seconds``: for real, or on a
+    :class:`FakeClock` when one is given."""
+
+    def __init__(self, log: list[str], name: str, seconds: float, busy: bool, clock: FakeClock | None = None) -> None:
+        self.log, self.name, self.seconds, self.busy, self.clock = log, name, seconds, busy, clock
         self.backend = FakeBackend(log, name)
 
     def reset(self) -> None:
@@ -40,7 +56,10 @@ class FakeCase:
 
     def step(self) -> None:
         self.log.append(f"{self.name} step")
-        if self.busy:
+        if self.clock is not None:
+            self.clock.wall += self.seconds
+            self.clock.cpu += self.seconds if self.busy else 0.0
+        elif self.busy:
             end = time.perf_counter() + self.seconds
             while time.perf_counter() < end:
                 pass
@@ -58,7 +77,8 @@ def test_timed_run_measures_wall_and_process_cpu_time() -> None:
     log: list[str] = []
     busy = timing.timed_run(FakeCase(log, "b", 0.05, busy=True), 2)  # type: ignore[arg-type]
     assert log == ["b step", "b step", "b wait"]  # N steps, one wait
-    assert busy.wall >= 0.1 and busy.cpu / busy.wall > 0.5  # burning the CPU: CPU time follows wall time
+    # burning the CPU: CPU time accrues (how much of the wall time depends on what else runs here)
+    assert busy.wall >= 0.1 and 0 < busy.cpu <= busy.wall * 1.05 + 0.01
     asleep = timing.timed_run(FakeCase(log, "s", 0.05, busy=False), 2)  # type: ignore[arg-type]
     assert asleep.wall >= 0.1 and asleep.cpu / asleep.wall < 0.3  # sleeping: wall time without CPU time
 
@@ -79,15 +99,17 @@ def test_measurement_keeps_both_times_per_side_and_the_higher_load() -> None:
 def test_measure_interleaves_times_both_and_reads_the_load_around_the_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     loads = iter([1.25, 3.5])
     monkeypatch.setattr(measure_module, "loadavg", lambda: next(loads))
+    clock = FakeClock()
+    monkeypatch.setattr(measure_module, "time", clock)
     log: list[str] = []
-    case, baseline = FakeCase(log, "case", 0.01, True), FakeCase(log, "base", 0.02, False)
+    case, baseline = FakeCase(log, "case", 0.01, True, clock), FakeCase(log, "base", 0.02, False, clock)
     result = timing.measure(case, baseline, 2, 3)  # type: ignore[arg-type]
     assert len(result.backend_runs) == len(result.backend_cpu) == 3
     assert len(result.baseline_runs) == len(result.baseline_cpu) == 3
     assert (result.load_before, result.load_after, result.load) == (1.25, 3.5, 3.5)
-    # baseline (sleeping) has little CPU per wall second, the backend (burning) a lot
-    assert sum(result.baseline_cpu) / sum(result.baseline_runs) < 0.3
-    assert sum(result.backend_cpu) / sum(result.backend_runs) > 0.5
+    # per run: wall = 2 steps; CPU = the wall for the burning backend, none for the sleeping baseline
+    assert result.backend_runs == pytest.approx([0.02] * 3) and result.backend_cpu == pytest.approx([0.02] * 3)
+    assert result.baseline_runs == pytest.approx([0.04] * 3) and result.baseline_cpu == pytest.approx([0.0] * 3)
     timed = [entry for entry in log if entry.endswith("step")][2:]  # after one priming step each
     assert timed == ["base step", "base step", "case step", "case step"] * 3
     assert result.recompiles == 0

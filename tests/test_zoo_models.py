@@ -13,21 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sample_data import SEED_ORDER
 
 from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.zoo import table, timm_models, torchvision_models, transformers_models
-
-SEED_ORDER = [
-    "resnet18",
-    "resnet50",
-    "resnext50_32x4d",
-    "alexnet",
-    "mobilenet_v2",
-    "mnasnet1_0",
-    "vgg16",
-    "BERT_pytorch",
-    "timm_vision_transformer",
-]
 
 # (input shape, dtype name) of each model's small-tier inputs, and of the full tier's at batch 1
 SMALL_INPUTS = {

@@ -9,39 +9,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sample_data import SEED_ORDER, toy_spec
 
 from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.zoo import registry
-
-SEED_ORDER = [
-    "resnet18",
-    "resnet50",
-    "resnext50_32x4d",
-    "alexnet",
-    "mobilenet_v2",
-    "mnasnet1_0",
-    "vgg16",
-    "BERT_pytorch",
-    "timm_vision_transformer",
-]
 
 
 @pytest.fixture(autouse=True)
 def _restore_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     yield
-
-
-def _spec(name: str = "toy", **kw: Any) -> zoo.ModelSpec:
-    args: dict[str, Any] = {
-        "name": name,
-        "source": "user",
-        "build_model": lambda tier: None,
-        "build_inputs": lambda tier, bs: (),
-        "batch_size": {"small": 2, "full": 8},
-    }
-    args.update(kw)
-    return zoo.ModelSpec(**args)
 
 
 def test_public_names_are_the_registry_modules() -> None:
@@ -130,7 +107,7 @@ def test_get_model_unhashable_name() -> None:
 
 
 def test_register_appends_and_resolves() -> None:
-    zoo.register_model(_spec("toy"))
+    zoo.register_model(toy_spec("toy"))
     assert zoo.model_names() == [*SEED_ORDER, "toy"]
     assert zoo.get_model("toy").source == "user"
     assert zoo.resolve_models("toy,resnet18") == ("toy", "resnet18")
@@ -138,15 +115,15 @@ def test_register_appends_and_resolves() -> None:
 
 
 def test_register_duplicate_raises() -> None:
-    zoo.register_model(_spec("toy"))
+    zoo.register_model(toy_spec("toy"))
     with pytest.raises(ValueError, match="already registered"):
-        zoo.register_model(_spec("toy"))
+        zoo.register_model(toy_spec("toy"))
     with pytest.raises(ValueError, match="already registered"):
-        zoo.register_model(_spec("resnet18"))
+        zoo.register_model(toy_spec("resnet18"))
 
 
 def test_register_replace_keeps_position() -> None:
-    replacement = _spec("resnet50", description="mine")
+    replacement = toy_spec("resnet50", description="mine")
     zoo.register_model(replacement, replace=True)
     assert zoo.get_model("resnet50") is replacement
     assert zoo.model_names() == SEED_ORDER

@@ -11,23 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sample_data import toy_spec
 
 from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.zoo import spec as zoo_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _spec(name: str = "toy", **kw: Any) -> zoo.ModelSpec:
-    args: dict[str, Any] = {
-        "name": name,
-        "source": "user",
-        "build_model": lambda tier: None,
-        "build_inputs": lambda tier, bs: (),
-        "batch_size": {"small": 2, "full": 8},
-    }
-    args.update(kw)
-    return zoo.ModelSpec(**args)
 
 
 def test_tiers() -> None:
@@ -43,27 +32,27 @@ def test_public_names_are_the_spec_modules() -> None:
 
 def test_tolerance_requires_reason() -> None:
     with pytest.raises(ValueError, match="tolerance_reason"):
-        _spec(tolerance=1e-3)
+        toy_spec(tolerance=1e-3)
     with pytest.raises(ValueError, match="tolerance_reason"):
-        _spec(tolerance=1e-3, tolerance_reason="   ")
-    spec = _spec(tolerance=1e-3, tolerance_reason="drifts on XLA")
+        toy_spec(tolerance=1e-3, tolerance_reason="   ")
+    spec = toy_spec(tolerance=1e-3, tolerance_reason="drifts on XLA")
     assert spec.tolerance == 1e-3
 
 
 @pytest.mark.parametrize("tol", [0.0, -1e-3])
 def test_tolerance_must_be_positive(tol: float) -> None:
     with pytest.raises(ValueError, match="> 0"):
-        _spec(tolerance=tol, tolerance_reason="x")
+        toy_spec(tolerance=tol, tolerance_reason="x")
 
 
 @pytest.mark.parametrize("tol", [True, "1e-3"])
 def test_tolerance_must_be_a_number(tol: Any) -> None:
     with pytest.raises(TypeError, match="tolerance must be a float or None"):
-        _spec(tolerance=tol, tolerance_reason="x")
+        toy_spec(tolerance=tol, tolerance_reason="x")
 
 
 def test_batch_rejects_unknown_tier() -> None:
-    spec = _spec()
+    spec = toy_spec()
     assert spec.batch("small") == 2 and spec.batch("full") == 8
     with pytest.raises(ValueError) as info:
         spec.batch("medium")
@@ -88,12 +77,12 @@ def test_validate_tier() -> None:
 )
 def test_batch_size_validation(sizes: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        _spec(batch_size=sizes)
+        toy_spec(batch_size=sizes)
 
 
 def test_batch_size_is_copied_and_read_only() -> None:
     sizes = {"small": 2, "full": 8}
-    spec = _spec(batch_size=sizes)
+    spec: zoo.ModelSpec = toy_spec(batch_size=sizes)
     sizes["small"] = 99
     assert spec.batch("small") == 2
     with pytest.raises(TypeError):
@@ -102,34 +91,34 @@ def test_batch_size_is_copied_and_read_only() -> None:
 
 def test_unknown_source() -> None:
     with pytest.raises(ValueError, match="source 'torchhub'"):
-        _spec(source="torchhub")
+        toy_spec(source="torchhub")
 
 
 @pytest.mark.parametrize("name", ["", "  ", "a,b", " x", "all"])
 def test_bad_names(name: str) -> None:
     with pytest.raises(ValueError):
-        _spec(name)
+        toy_spec(name)
 
 
 def test_bad_name_messages() -> None:
     with pytest.raises(ValueError, match=r"ModelSpec.name must be a non-empty string, got ''"):
-        _spec("")
+        toy_spec("")
     with pytest.raises(ValueError, match=r"ModelSpec.name 'a,b' must not contain commas"):
-        _spec("a,b")
+        toy_spec("a,b")
     with pytest.raises(ValueError, match=r"ModelSpec.name 'all' is reserved \(it selects every model\)"):
-        _spec("all")
+        toy_spec("all")
 
 
 def test_uncallable_factories() -> None:
     with pytest.raises(TypeError, match="must be callable"):
-        _spec(build_model="resnet18")
+        toy_spec(build_model="resnet18")
     with pytest.raises(TypeError, match="must be callable"):
-        _spec(loss=None)
+        toy_spec(loss=None)
 
 
 def test_collection_defaults_to_seed() -> None:
-    assert _spec().collection == "seed"
-    assert _spec(collection="timm").collection == "timm"
+    assert toy_spec().collection == "seed"
+    assert toy_spec(collection="timm").collection == "timm"
 
 
 @pytest.mark.parametrize(
@@ -145,19 +134,19 @@ def test_collection_defaults_to_seed() -> None:
 )
 def test_bad_collections(collection: Any, match: str) -> None:
     with pytest.raises(ValueError, match=match) as info:
-        _spec(collection=collection)
+        toy_spec(collection=collection)
     assert "model 'toy'" in str(info.value)
 
 
 def test_spec_is_frozen_and_hashable() -> None:
-    spec = _spec()
+    spec: zoo.ModelSpec = toy_spec()
     with pytest.raises(AttributeError):
         spec.name = "other"  # type: ignore[misc]
     assert hash(spec) == hash(spec)
 
 
 def test_default_loss_is_lazy_reduce_to_scalar_loss() -> None:
-    assert _spec().loss is zoo.ModelSpec.__dataclass_fields__["loss"].default
+    assert toy_spec().loss is zoo.ModelSpec.__dataclass_fields__["loss"].default
 
 
 def test_default_loss_is_torchbench_reduce_to_scalar_loss() -> None:
@@ -165,19 +154,19 @@ def test_default_loss_is_torchbench_reduce_to_scalar_loss() -> None:
     from torch._dynamo.testing import reduce_to_scalar_loss
 
     out = (torch.arange(6.0).reshape(2, 3), [torch.ones(4)])
-    loss = _spec().loss(out)
+    loss = toy_spec().loss(out)
     assert isinstance(loss, torch.Tensor)
     assert torch.equal(loss, reduce_to_scalar_loss(out))
 
 
 def test_missing_requirements() -> None:
-    assert _spec(requires=("pytest", "sys")).missing_requirements() == []
-    missing = _spec(requires=("pytest", "surely_not_installed_xyz", "no_such_pkg.sub")).missing_requirements()
+    assert toy_spec(requires=("pytest", "sys")).missing_requirements() == []
+    missing = toy_spec(requires=("pytest", "surely_not_installed_xyz", "no_such_pkg.sub")).missing_requirements()
     assert missing == ["surely_not_installed_xyz", "no_such_pkg.sub"]
 
 
 def test_requires_is_stored_as_tuple() -> None:
-    assert _spec(requires=["pytest", "sys"]).requires == ("pytest", "sys")
+    assert toy_spec(requires=["pytest", "sys"]).requires == ("pytest", "sys")
 
 
 def test_missing_requirements_does_not_import() -> None:
