@@ -68,18 +68,18 @@ def pytest_configure(config: pytest.Config) -> None:
     manager.register(session, "xla_dynamo_session")
     if manager.hasplugin("xdist"):
         manager.register(XdistHooks(session), "xla_dynamo_xdist")
-    from pytest_xla_dynamo.timing.threads import ThreadBudgetPlugin
-
-    manager.register(ThreadBudgetPlugin(session), "xla_dynamo_threads")  # before anything starts the runtime
     _use_loadgroup(config)
     from pytest_xla_dynamo.gating.plugin import GatingPlugin
     from pytest_xla_dynamo.isolation import IsolationPlugin
     from pytest_xla_dynamo.known_issues.plugin import KnownIssuesPlugin
     from pytest_xla_dynamo.report.plugin import ReportPlugin
     from pytest_xla_dynamo.sharding import ShardingPlugin
+    from pytest_xla_dynamo.timing.threads import ThreadBudgetPlugin
 
-    for name, factory in (("known_issues", KnownIssuesPlugin), ("isolation", IsolationPlugin),
-                          ("sharding", ShardingPlugin), ("report", ReportPlugin), ("gating", GatingPlugin)):
+    # the concern plugins, each given the session (none of them imports torch)
+    for name, factory in (("threads", ThreadBudgetPlugin), ("known_issues", KnownIssuesPlugin),
+                          ("isolation", IsolationPlugin), ("sharding", ShardingPlugin), ("report", ReportPlugin),
+                          ("gating", GatingPlugin)):
         manager.register(factory(session), f"xla_dynamo_{name}")
 
 

@@ -11,11 +11,13 @@ import pytest
 from pytest_xla_dynamo.timing import interference
 from pytest_xla_dynamo.timing.interference import (
     CPU_WALL_FLOOR,
+    FOREIGN_CORES,
     LOAD_MARGIN,
     REMEASURE_LIMIT,
     SLOW_FACTOR,
     STARVED_FACTOR,
     Runs,
+    foreign_rule,
     load_rule,
     reasons,
     starved_rule,
@@ -34,9 +36,11 @@ QUIET_BACKEND = runs("backend", [0.140, 0.150, 0.145, 0.139, 0.160], [1.1, 1.2, 
 
 def test_the_thresholds_are_named_documented_data() -> None:
     assert LOAD_MARGIN > 0 and 0 < CPU_WALL_FLOOR < 1 and SLOW_FACTOR > 1 and 0 < STARVED_FACTOR < 1
+    assert 0 < FOREIGN_CORES < 1
     assert REMEASURE_LIMIT >= 1
     source = inspect.getsource(interference)
-    for name in ("LOAD_MARGIN", "CPU_WALL_FLOOR", "SLOW_FACTOR", "STARVED_FACTOR", "REMEASURE_LIMIT"):
+    for name in ("FOREIGN_CORES", "LOAD_MARGIN", "CPU_WALL_FLOOR", "SLOW_FACTOR", "STARVED_FACTOR",
+                 "REMEASURE_LIMIT"):
         # each constant is followed by its docstring, and the module's docstring names it
         assert re.search(rf'^{name} = [^\n]+\n"""\S', source, re.MULTILINE), name
         assert name in (interference.__doc__ or ""), name
@@ -111,3 +115,22 @@ def test_runs_without_wall_time_are_left_out() -> None:
     assert empty.cpu_wall is None and empty.ratios == []
     assert starved_rule(empty, 1) is None and uneven_rule(empty) is None
     assert Runs("baseline", (0.0, 0.1), (0.0, 0.1)).ratios == [pytest.approx(1.0)]
+
+
+def test_foreign_cores_other_processes_took_during_the_runs() -> None:
+    # two runs of 0.1 s: the process took 0.1 s of CPU each, the machine 0.2 s: others took 1 core
+    busy = Runs("baseline", (0.1, 0.1), (0.1, 0.1), True, (0.2, 0.2))
+    assert busy.foreign_cores == pytest.approx(1.0)
+    assert foreign_rule(busy) == "other processes used 1.00 cores during the baseline's runs"
+    quiet = Runs("backend", (0.1, 0.1), (0.1, 0.12), True, (0.102, 0.125))
+    assert quiet.foreign_cores == pytest.approx(0.035) and foreign_rule(quiet) is None
+    # at the threshold: not flagged; just above: flagged; on any side, accelerator or not
+    edge = Runs("backend", (1.0,), (1.0,), False, (1.0 + FOREIGN_CORES,))
+    assert foreign_rule(edge) is None
+    assert foreign_rule(Runs("backend", (1.0,), (1.0,), False, (1.3,))) is not None
+    # not measured (another platform): no figure, no verdict; the process's own CPU above the machine's: 0
+    assert Runs("baseline", (0.1,), (0.1,), True, (None,)).foreign_cores is None
+    assert Runs("baseline", (0.1,), (0.1,)).foreign_cores is None
+    assert Runs("baseline", (0.1,), (0.2,), True, (0.1,)).foreign_cores == 0.0
+    assert reasons([busy, quiet], load=1.0, cores=2, threads=1) == [
+        "other processes used 1.00 cores during the baseline's runs"]

@@ -140,3 +140,17 @@ def test_measure_through_pedantic_keeps_only_the_timed_rounds(monkeypatch: pytes
 def test_loadavg_is_a_rounded_number_or_none() -> None:
     load = timing.loadavg()
     assert load is None or (load >= 0 and round(load, 2) == load)
+
+
+def test_machine_busy_counts_every_process_and_reaches_the_runs() -> None:
+    before = measure_module.machine_busy()
+    if before is None:
+        pytest.skip("no /proc/stat on this platform: the machine's busy time is not measured")
+    end = time.perf_counter() + 0.2
+    while time.perf_counter() < end:  # this process burns a core: the machine's busy time grows with it
+        pass
+    after = measure_module.machine_busy()
+    assert after is not None and after - before >= 0.1
+    log: list[str] = []
+    run = timing.timed_run(FakeCase(log, "b", 0.05, busy=True), 2)  # type: ignore[arg-type]
+    assert run.machine is not None and run.machine >= run.cpu * 0.5

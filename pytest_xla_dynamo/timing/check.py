@@ -72,12 +72,14 @@ def host_bound(backend: Backend) -> bool:
 def judge(measured: Measurement, base: Backend, backend: Backend, cores: int, threads: int) -> dict[str, Any]:
     """One attempt's interference figures and the reasons to distrust it (``reasons`` empty: none)."""
     sides = [interference.Runs("baseline", tuple(measured.baseline_runs), tuple(measured.baseline_cpu),
-                               host_bound(base)),
+                               host_bound(base), tuple(measured.baseline_machine)),
              interference.Runs("backend", tuple(measured.backend_runs), tuple(measured.backend_cpu),
-                               host_bound(backend))]
+                               host_bound(backend), tuple(measured.backend_machine))]
     found = interference.reasons(sides, load=measured.load, cores=cores, threads=threads)
     ratio = {s.label: (None if s.cpu_wall is None else round(s.cpu_wall, 3)) for s in sides}
+    others = {s.label: (None if s.foreign_cores is None else round(s.foreign_cores, 3)) for s in sides}
     return {"load": measured.load, "baseline_cpu_wall": ratio["baseline"], "backend_cpu_wall": ratio["backend"],
+            "baseline_foreign_cores": others["baseline"], "backend_foreign_cores": others["backend"],
             "reasons": found}
 
 

@@ -2,8 +2,11 @@
 
 Every timed run records its wall time and the process's CPU time (``time.process_time``: every thread
 of the process, XLA:CPU's included), and the machine's 1-minute load average is read before and after
-the runs. Three rules read them (their thresholds are the named constants below):
+the runs; the machine's busy CPU time (all processes) is read around each run too. Four rules read them
+(their thresholds are the named constants below):
 
+* **others**: other processes took more than :data:`FOREIGN_CORES` cores on average during a side's runs
+  ("other processes used 0.98 cores during the baseline's runs"): measured, not lagging like the load;
 * **load**: the load average above the cores by more than :data:`LOAD_MARGIN` ("load 3.1 on 2 cores");
 * **starved**: a host-bound side (CPU eager; XLA on ``PJRT_DEVICE=CPU``) whose median CPU/wall is below
   :data:`CPU_WALL_FLOOR` ("baseline CPU/wall 0.31 with 2 threads"): it waited for a core;
@@ -21,6 +24,13 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+FOREIGN_CORES = 0.25
+"""How much CPU other processes may take during the timed runs (in cores, on average over a side's runs)
+before the figure is distrusted. Measured per run as the machine's busy CPU time (``/proc/stat``) minus
+this process's; a quiet machine leaves a few hundredths of a core to the system. Added after the first
+robustness run (2 cores, one busy loop, 1-thread budget): the 1-minute load average lagged below the
+cores + margin, CPU eager kept its core, but trace once on ViT lost 44% of its speed unflagged."""
 
 LOAD_MARGIN = 1.0
 """How far the 1-minute load average may exceed the cores before the machine counts as busy. The timed
@@ -55,6 +65,16 @@ class Runs:
     wall: tuple[float, ...]
     cpu: tuple[float, ...]
     host_bound: bool = True  # its work runs on this host's cores (CPU eager, XLA:CPU)
+    machine: tuple[float | None, ...] = ()  # the machine's busy CPU seconds per run (all processes)
+
+    @property
+    def foreign_cores(self) -> float | None:
+        """The cores other processes took during the runs, on average (None where it was not measured)."""
+        pairs = [(m - c, w) for m, c, w in zip(self.machine, self.cpu, self.wall, strict=False)
+                 if m is not None and w > 0]
+        if not pairs:
+            return None
+        return max(0.0, sum(o for o, _ in pairs) / sum(w for _, w in pairs))
 
     @property
     def ratios(self) -> list[float]:
@@ -66,6 +86,14 @@ class Runs:
         """The median CPU/wall of the runs (None without runs)."""
         ratios = self.ratios
         return float(statistics.median(ratios)) if ratios else None
+
+
+def foreign_rule(runs: Runs) -> str | None:
+    """``other processes used N cores during the <side>'s runs`` above :data:`FOREIGN_CORES`."""
+    cores = runs.foreign_cores
+    if cores is None or cores <= FOREIGN_CORES:
+        return None
+    return f"other processes used {cores:.2f} cores during the {runs.label}'s runs"
 
 
 def load_rule(load: float | None, cores: int) -> str | None:
@@ -101,5 +129,5 @@ def reasons(sides: Sequence[Runs], *, load: float | None, cores: int, threads: i
     """Why the timing of ``sides`` cannot be trusted (empty: no rule fired)."""
     found = [load_rule(load, cores)]
     for runs in sides:
-        found += [starved_rule(runs, threads), uneven_rule(runs)]
+        found += [foreign_rule(runs), starved_rule(runs, threads), uneven_rule(runs)]
     return [r for r in found if r]

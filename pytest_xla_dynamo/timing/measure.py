@@ -6,8 +6,9 @@ execution of step i, as in the seed (pytorch PR #88449) and pytorch's ``benchmar
 Before the first timed run both cases are reset to their initial weights, synced and waited on.
 ``--xla-repeat`` R runs of the baseline and of the backend interleave, baseline first, so that machine
 drift cancels (pytest-benchmark's ``pedantic`` with the baseline run as its untimed ``setup``).
-Each run records its wall time (``perf_counter``) and the process's CPU time (``process_time``: all of
-its threads, XLA:CPU's included), and the 1-minute load average is read before and after the runs,
+Each run records its wall time (``perf_counter``), the process's CPU time (``process_time``: all of
+its threads, XLA:CPU's included) and the whole machine's busy CPU time (``/proc/stat``), so that the CPU
+other processes took during the run is known; the 1-minute load average is read before and after the runs,
 for :mod:`~pytest_xla_dynamo.timing.interference`.
 """
 
@@ -34,19 +35,37 @@ def run_iterations(case: PreparedCase, iterations: int) -> None:
 
 @dataclass(frozen=True)
 class RunTime:
-    """One timed run: wall seconds and the process's CPU seconds."""
+    """One timed run: wall seconds, the process's CPU seconds, and the whole machine's busy CPU seconds
+    (every process, all cores; None where the platform does not say)."""
 
     wall: float
     cpu: float
+    machine: float | None = None
+
+
+def machine_busy() -> float | None:
+    """The machine's busy CPU seconds so far, all cores together (Linux ``/proc/stat``: user, nice, system,
+    irq, softirq and steal ticks); None where it cannot be read."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+        ticks = [int(v) for v in fields[1:9]]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):  # not Linux, or an unexpected format
+        return None
 
 
 def timed_run(case: PreparedCase, iterations: int) -> RunTime:
-    """Wall and process CPU seconds of one :func:`run_iterations`."""
+    """Wall, process CPU and machine busy seconds of one :func:`run_iterations`."""
+    machine = machine_busy()
     cpu = time.process_time()
     start = time.perf_counter()
     run_iterations(case, iterations)
     wall = time.perf_counter() - start
-    return RunTime(wall, time.process_time() - cpu)
+    own = time.process_time() - cpu
+    after = machine_busy()
+    return RunTime(wall, own, None if machine is None or after is None else after - machine)
 
 
 Pedantic = Callable[..., Any]
@@ -68,6 +87,8 @@ class Measurement:
     baseline_runs: list[float] = field(default_factory=list)
     backend_cpu: list[float] = field(default_factory=list)
     baseline_cpu: list[float] = field(default_factory=list)
+    backend_machine: list[float | None] = field(default_factory=list)
+    baseline_machine: list[float | None] = field(default_factory=list)
     recompiles: int = 0
     iterations_per_run: int = 1
     load_before: float | None = None
@@ -87,6 +108,7 @@ class Measurement:
         """Keep one run of ``side`` ("baseline" or "backend")."""
         (self.baseline_runs if side == "baseline" else self.backend_runs).append(run.wall)
         (self.baseline_cpu if side == "baseline" else self.backend_cpu).append(run.cpu)
+        (self.baseline_machine if side == "baseline" else self.backend_machine).append(run.machine)
 
 
 def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat: int,
@@ -123,7 +145,8 @@ def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat:
     after = metrics.snapshot().delta(before)
     result.recompiles = after.compiles
     # pytest-benchmark may call the target again after the rounds (--benchmark-cprofile): not timed runs
-    for runs in (result.backend_runs, result.baseline_runs, result.backend_cpu, result.baseline_cpu):
+    for runs in (result.backend_runs, result.baseline_runs, result.backend_cpu, result.baseline_cpu,
+                 result.backend_machine, result.baseline_machine):
         del runs[repeat:]
     return result
 
