@@ -1,6 +1,6 @@
 """Run-to-run spread of the timing suite: the same suite run several times, each speedup's spread across runs.
 
-    PJRT_DEVICE=CPU python benchmarks/timing_runs.py --runs 3 --out docs/results/small-ipr1 \\
+    PJRT_DEVICE=CPU python benchmarks/timing_runs.py --runs 3 --out docs/results/small-ipr1 [--first 2] \\
         [--xla-iterations-per-run=1 --xla-backend=trace_once,trace_everytime ... any pytest args]
 
 Runs ``pytest suites/test_timing.py`` ``--runs`` times, one subprocess each, with
@@ -45,18 +45,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, required=True, help="folder for the runs' reports (run1, run2, ...)")
+    parser.add_argument("--first", type=int, default=1,
+                        help="first run to measure; earlier runs are read from <out>/run<i> (a long series split "
+                             "over several sittings, each on a quiet machine)")
     args, rest = parser.parse_known_args()
     rest = [a for a in rest if a != "--"]
     speedups: dict[tuple[str, str, str], list[tuple[float | None, str]]] = defaultdict(list)
     missing = False
     for i in range(1, args.runs + 1):
         out = args.out / f"run{i}"
+        path = out / "xla-dynamo.jsonl"
+        if i < args.first:
+            if not path.exists():
+                print(f"run {i}: no {path} (measure it, or start at --first {i})", flush=True)
+                missing = True
+                continue
+            print(f"run {i}: read from {path}", flush=True)
+            for r in read(path):
+                speedups[(r["name"], r["backend"], r["mode"])].append((r.get("speedup"), r.get("status", "")))
+            continue
         cmd = [sys.executable, "-m", "pytest", str(SUITE), "-p", "no:xdist", "-p", "no:cacheprovider",
                "--xla-report=table,csv,json,png", f"--xla-report-dir={out}", *rest]
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
         (args.out / f"run{i}.log").write_text(proc.stdout + proc.stderr)
-        path = out / "xla-dynamo.jsonl"
         print(f"run {i}: exit {proc.returncode}, {time.perf_counter() - start:.0f} s, log {args.out}/run{i}.log",
               flush=True)
         if not path.exists():

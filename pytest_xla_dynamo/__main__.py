@@ -17,7 +17,8 @@ A first argument naming a sub-command (:data:`COMMANDS`) runs that instead of py
 ``python -m pytest_xla_dynamo --suites-dir`` / ``--snapshots-dir`` print the installed folders (for
 ``--xla-expected=$(python -m pytest_xla_dynamo --snapshots-dir)/expected_small.csv``);
 ``python -m pytest_xla_dynamo known-issues [--markdown | --check FILE | ...]`` prints or checks the
-known-issue table.
+known-issue table; ``python -m pytest_xla_dynamo merge --out DIR [--expected FILE] SHARD_DIR...`` merges
+sharded runs' reports (:mod:`pytest_xla_dynamo.merge`).
 The equivalent plain pytest command is ``pytest --pyargs pytest_xla_dynamo.suites [args]``.
 """
 
@@ -140,12 +141,19 @@ def _known_issues(args: list[str]) -> int:
     return table(args, prog=f"{REPRO_PREFIX} known-issues")
 
 
+def _merge(args: list[str]) -> int:
+    from pytest_xla_dynamo.merge import main as merge_main
+
+    return merge_main(args)
+
+
 #: ``python -m pytest_xla_dynamo NAME [args]`` runs ``COMMANDS[NAME](args)``; anything else goes to pytest.
 #: A command imports what it needs inside its function, so that the pytest path imports nothing more.
 COMMANDS: dict[str, Command] = {
     "--suites-dir": _print_folder("--suites-dir", suites_dir),
     "--snapshots-dir": _print_folder("--snapshots-dir", snapshots_dir),
     "known-issues": _known_issues,  # the known-issue table (--markdown, --write FILE, --check FILE, ...)
+    "merge": _merge,  # sharded runs' reports as one set, one table, one gate verdict
 }
 
 

@@ -1,11 +1,12 @@
 """Backends under test: how each one places, wraps and syncs a model, and what it supports.
 
 Built in: ``trace_once`` (``torch.compile(backend="openxla")`` on the XLA device), ``trace_everytime``
-(lazy tensors on the XLA device, no dynamo), ``eager`` (CPU, the reference and timing baseline), and
-peers ``openxla_eval`` (inference only), ``inductor`` and ``aot_eager`` (CPU). The seed's names are
-aliases. Downstream projects add backends with the ``pytest_xla_register_backends`` hook or the
-``pytest_xla_dynamo.backends`` entry point group (an entry point names a :class:`Backend` or a
-callable returning an iterable of them). Defining backends imports no torch.
+(lazy tensors on the XLA device, no dynamo), ``trace_everytime_split`` (the same, synced after
+the forward and the backward: trace_once's graph cuts without dynamo), ``eager`` (CPU, the reference
+and timing baseline), and peers ``openxla_eval`` (inference only), ``inductor`` and ``aot_eager``
+(CPU). The seed's names are aliases. Downstream projects add backends with the
+``pytest_xla_register_backends`` hook or the ``pytest_xla_dynamo.backends`` entry point group (an
+entry point names a :class:`Backend` or a callable returning an iterable of them). Defining backends imports no torch.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ class Backend:
 
     ``dynamo_backend`` is the ``torch.compile`` backend (None: no dynamo); ``device_kind`` is
     ``"xla"`` (the process's XLA device) or ``"cpu"``; ``stats`` lists the graph statistics it
-    exposes (``"dynamo"``: dynamo counters, ``"xla"``: torch_xla metrics).
+    exposes (``"dynamo"``: dynamo counters, ``"xla"``: torch_xla metrics); ``split_step``: a training
+    step also syncs after the forward (and loss) and after the backward, cutting the lazy graph where
+    ``trace_once`` cuts its graphs.
     """
 
     name: str
@@ -39,6 +42,7 @@ class Backend:
     inference: bool = True
     aliases: tuple[str, ...] = ()
     stats: tuple[str, ...] = ()
+    split_step: bool = False
     compile_kwargs: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -93,6 +97,9 @@ BUILTIN_BACKENDS: tuple[Backend, ...] = (
             aliases=("aot_torchxla_trace_once", "torchxla_trace_once", "openxla"), stats=("dynamo", "xla")),
     Backend("trace_everytime", "the model on the XLA device without dynamo: lazy tensors, one combined "
             "graph per torch_xla.sync()", stats=("xla",)),
+    Backend("trace_everytime_split", "trace_everytime with a torch_xla.sync() after the forward and after the "
+            "backward: lazy graphs cut where trace_once cuts its graphs (the seed's graph-size diagnosis)",
+            stats=("xla",), split_step=True),
     Backend("eager", "CPU eager: the reference and the timing baseline", device_kind="cpu"),
     Backend("openxla_eval", "torch.compile(backend='openxla_eval') on the XLA device, inference only",
             dynamo_backend="openxla_eval", training=False, stats=("dynamo", "xla")),

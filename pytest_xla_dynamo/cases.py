@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_xla_dynamo import metrics, patches, zoo
 from pytest_xla_dynamo.backends import Backend
+from pytest_xla_dynamo.triage.stages import stage
 
 if TYPE_CHECKING:
     import torch
@@ -131,8 +132,11 @@ class PreparedCase:
         self.spec = spec
         self.backend = backend
         self.mode = key.mode
-        self.device = backend.device()
-        self.model = place(copy.deepcopy(cpu_model), self.device)
+        self.phase = ""  # what the steps are for (warm-up, parity, ...): named in a failure's stage
+        self.step_index: int | None = None
+        with stage("place", backend=backend.name):
+            self.device = backend.device()
+            self.model = place(copy.deepcopy(cpu_model), self.device)
         self.model.train(self.mode == "train")
         self.inputs = tuple(t.to(self.device) for t in cpu_inputs)
         state = cpu_model.state_dict()
@@ -157,31 +161,53 @@ class PreparedCase:
         self.optimizer.zero_grad(set_to_none=True)
         self.backend.sync()
 
+    def _stage(self, name: str) -> stage:
+        return stage(name, step=self.step_index, phase=self.phase, backend=self.backend.name)
+
     def step(self) -> tuple[Any, Any]:
         """One training step (zero_grad, forward, loss, backward, SGD step) or one inference forward,
-        ended by the backend's sync. Returns (outputs, loss or None)."""
+        ended by the backend's sync. Returns (outputs, loss or None). An exception leaves with its
+        stage written on it (:mod:`pytest_xla_dynamo.triage.stages`). A backend with ``split_step``
+        also syncs after the forward (and loss) and after the backward."""
+        __tracebackhide__ = True
         import torch
 
+        split = self.backend.split_step
         if self.mode == "infer":
-            with torch.no_grad():
+            with torch.no_grad(), self._stage("forward"):
                 out = self.fn(*self.inputs)
-            self.backend.sync()
+            with self._stage("sync"):
+                self.backend.sync()
             return out, None
-        self.optimizer.zero_grad(set_to_none=True)
-        out = self.fn(*self.inputs)
-        loss = self.spec.loss(out)
-        loss.backward()
-        self.optimizer.step()
-        self.backend.sync()
+        with self._stage("optimizer step"):
+            self.optimizer.zero_grad(set_to_none=True)
+        with self._stage("forward"):
+            out = self.fn(*self.inputs)
+        with self._stage("loss"):
+            loss = self.spec.loss(out)
+        if split:
+            with self._stage("sync"):
+                self.backend.sync()
+        with self._stage("backward"):
+            loss.backward()
+        if split:
+            with self._stage("sync"):
+                self.backend.sync()
+        with self._stage("optimizer step"):
+            self.optimizer.step()
+        with self._stage("sync"):
+            self.backend.sync()
         return out, loss
 
     def warm_up(self) -> Warmup:
         """Run the warm-up steps once (measuring counters and time); later calls return them."""
         if self.warmup is None:
+            __tracebackhide__ = True
             warm = Warmup()
             self.reset()
             self.backend.wait()  # the reset's graph must not finish (and count) inside step 1
-            for _ in range(WARMUP_STEPS):
+            for index in range(1, WARMUP_STEPS + 1):
+                self.phase, self.step_index = "warm-up", index
                 before = metrics.snapshot()
                 start = time.perf_counter()
                 self.step()
@@ -222,11 +248,14 @@ def collect(model: torch.nn.Module, out: Any, loss: Any, mode: str) -> TensorSet
     return tensors
 
 
-def iter_trace(case: PreparedCase, steps: int) -> Iterator[TensorSet]:
+def iter_trace(case: PreparedCase, steps: int, phase: str = "") -> Iterator[TensorSet]:
     """Reset ``case`` to its initial weights, run ``steps`` steps and yield each one's tensors
-    (a generator, so that a caller comparing step by step holds one step at a time)."""
+    (a generator, so that a caller comparing step by step holds one step at a time). ``phase`` names
+    the steps in a failure's stage (``parity``, ``eager reference``)."""
+    __tracebackhide__ = True
     case.reset()
-    for _ in range(steps):
+    for index in range(1, steps + 1):
+        case.phase, case.step_index = phase, index
         out, loss = case.step()
         yield collect(case.model, out, loss, case.mode)
 

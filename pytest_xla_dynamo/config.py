@@ -28,11 +28,14 @@ from pytest_xla_dynamo.options import (
     parse_bool,
     raw_value,
 )
+from pytest_xla_dynamo.zoo.spec import ALL
+from pytest_xla_dynamo.zoo.spec import SEED_COLLECTION as SEED
 
 TENSOR_MODES = ("eager", "fake")
 MODES = ("train", "infer")
 REPORT_FORMATS = ("table", "csv", "json", "png")
 KNOWN_ISSUE_POLICIES = ("xfail", "run", "skip")
+TRIAGE_POLICIES = ("auto", "full", "summary", "off")
 DROPOUT_POLICIES = ("identity", "keep")
 SEED_MAX = 2**32 - 1  # numpy's range: np.random.seed takes 0..2**32-1
 
@@ -43,6 +46,7 @@ class XlaConfig:
 
     backends: tuple[str, ...] = ("trace_once",)
     tier: str = "small"
+    zoo: tuple[str, ...] = ("seed",)
     models: tuple[str, ...] = ()
     modes: tuple[str, ...] = MODES
     tensor_modes: tuple[str, ...] = ("fake",)
@@ -61,6 +65,7 @@ class XlaConfig:
     report_dir: Path = Path("xla-report")
     known_issues: str = "xfail"
     known_issues_files: tuple[Path, ...] = ()
+    triage: str = "auto"
     isolate: bool = False
     isolate_timeout: float = DEFAULT_ISOLATE_TIMEOUT
     expected: Path | None = None
@@ -195,8 +200,12 @@ def auto_baseline(environ: Mapping[str, str]) -> str:
 
 def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: Mapping[str, str],
             models: Sequence[str], patches: Sequence[str],
+            collections: Mapping[str, Sequence[str]] | None = None,
             environ: Mapping[str, str] | None = None) -> XlaConfig:
-    """Read every option once and validate it into an :class:`XlaConfig` (UsageError on bad input)."""
+    """Read every option once and validate it into an :class:`XlaConfig` (UsageError on bad input).
+
+    ``collections``: the zoo's collections and their models (default: every model in ``seed``);
+    ``--xla-models=all`` means the models of the ``--xla-zoo`` collections, named models any model."""
     raw: dict[str, str] = {}
     sources: dict[str, str] = {}
     env = os.environ if environ is None else environ
@@ -211,6 +220,8 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
     def get(name: str) -> tuple[Option, str]:
         return replace(o[name], source=sources[name]), raw[name]
 
+    collections = dict(collections) if collections is not None else {SEED: list(models)}
+    zoo = choice_list(*get("xla_zoo"), list(collections))
     baseline = choice_list(*get("xla_baseline_backend"), [*backends, "auto"], allow_all=False,
                            aliases=backend_aliases)
     if len(baseline) != 1:
@@ -218,7 +229,9 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
     values: dict[str, Any] = dict(
         backends=choice_list(*get("xla_backend"), backends, aliases=backend_aliases),
         tier=choice(*get("xla_tier"), ("small", "full")),
-        models=choice_list(*get("xla_models"), models),
+        zoo=zoo,
+        models=(tuple(m for m in models if any(m in collections[c] for c in zoo))
+                if split_list(raw["xla_models"]) in ([], [ALL]) else choice_list(*get("xla_models"), models)),
         modes=choice_list(*get("xla_modes"), MODES),
         tensor_modes=choice_list(*get("xla_tensor_mode"), TENSOR_MODES),
         patches=choice_list(*get("xla_patch"), patches, allow_all=False, allow_empty=True),
@@ -236,6 +249,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         report_dir=to_path(raw["xla_report_dir"]) or Path("xla-report"),
         known_issues=choice(*get("xla_known_issues"), KNOWN_ISSUE_POLICIES),
         known_issues_files=tuple(Path(p) for p in split_list(raw["xla_known_issues_file"])),
+        triage=choice(*get("xla_triage"), TRIAGE_POLICIES),
         isolate=to_bool(*get("xla_isolate")),
         isolate_timeout=to_float(*get("xla_isolate_timeout")) or DEFAULT_ISOLATE_TIMEOUT,
         expected=to_path(raw["xla_expected"]),

@@ -19,6 +19,7 @@ from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.backends import Backend, BackendRegistry
 from pytest_xla_dynamo.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
 from pytest_xla_dynamo.config import MODES, XlaConfig
+from pytest_xla_dynamo.triage.stages import stage
 
 if TYPE_CHECKING:
     import torch
@@ -62,18 +63,23 @@ class CaseEngine:
 
     def build(self, key: CaseKey, spec: zoo.ModelSpec) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
         """A fresh CPU model and its inputs for ``key``."""
-        return (build_model(spec, key.tier, key.seed, key.patches),
-                build_inputs(spec, key.tier, key.seed, key.randomize_input))
+        __tracebackhide__ = True
+        with stage("build", backend=key.backend):
+            model = build_model(spec, key.tier, key.seed, key.patches)
+            inputs = build_inputs(spec, key.tier, key.seed, key.randomize_input)
+        return model, inputs
 
     def fresh(self, spec: zoo.ModelSpec, backend: Backend, mode: str,
               extra_patches: Sequence[str] = ()) -> PreparedCase:
         """A case built afresh, not shared (a user's model, or a test proving that sharing changes nothing)."""
+        __tracebackhide__ = True
         key = self.key(spec, backend, mode, extra_patches)
         return PreparedCase(key, spec, backend, *self.build(key, spec))
 
     def prepared(self, spec: zoo.ModelSpec, backend: Backend, mode: str,
                  extra_patches: Sequence[str] = ()) -> PreparedCase:
         """The shared prepared case (built, placed and wrapped once per process), warmed up."""
+        __tracebackhide__ = True
         key = self.key(spec, backend, mode, extra_patches)
 
         def make() -> PreparedCase:

@@ -90,7 +90,9 @@ OPTIONS: tuple[Option, ...] = (
            metavar="NAMES"),
     Option("tier", "model sizes: 'small' (CI-sized, default) or 'full' (torchbench-like)", "small",
            metavar="TIER"),
-    Option("models", "models to run, comma list or 'all' (the seed's --only)", "all", metavar="NAMES"),
+    Option("zoo", "model collections: a name or comma list ({collections}), or 'all'", "seed", metavar="NAMES"),
+    Option("models", "models to run, comma list (any collection) or 'all' (every model of --xla-zoo; the seed's "
+           "--only)", "all", metavar="NAMES"),
     Option("modes", "modes to run: comma list of train,infer", "train,infer", metavar="MODES"),
     Option("tensor-mode", "tensor modes for the tensor_mode fixture: comma list of eager,fake "
            "(env USE_FAKE_TENSOR=0/1)", "fake", metavar="MODES", env=("USE_FAKE_TENSOR",),
@@ -120,6 +122,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("known-issues", "known-issue registry: 'xfail' (strict xfails, default), 'run' (ignore it), "
            "'skip'", "xfail", metavar="POLICY"),
     Option("known-issues-file", "extra known-issue TOML files, comma list", "", metavar="FILES"),
+    Option("triage", "what a failure says on top of its traceback: 'auto' (stage, matching known issue, "
+           "and for an accuracy failure not declared in the registry the diverging module and the graph-split "
+           "check), 'full' (those for declared failures too), 'summary' (no reruns), 'off'", "auto",
+           metavar="POLICY"),
     Option("isolate", "run every test in a fresh interpreter", "false", flag=True),
     Option("isolate-timeout", "seconds an isolated test may run before its child is ended and the test fails "
            "with its Python stack (marker xla_isolated(timeout=S) overrides)", "1800", metavar="SECONDS"),

@@ -121,10 +121,22 @@ def _identity_dropout() -> type:
 _DROPOUT_NAMES = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")
 
 
+# stochastic depth drops whole residual branches at random in training (torchvision's StochasticDepth,
+# timm's DropPath): the same RNG problem as dropout, so the same patch switches it off
+_STOCHASTIC_DEPTH = {"StochasticDepth": "p", "DropPath": "drop_prob"}
+
+
+def is_stochastic_depth(module: Any) -> bool:
+    """Whether ``module`` is torchvision's ``StochasticDepth`` or timm's ``DropPath`` with a drop rate > 0
+    (recognised by class name: neither library is imported)."""
+    attr = _STOCHASTIC_DEPTH.get(type(module).__name__)
+    return attr is not None and float(getattr(module, attr, 0.0) or 0.0) > 0.0
+
+
 def _dropout_rewrite(module: Any) -> Any | None:
     from torch.nn.modules import dropout  # the original classes, also while the class level is patched
 
-    if isinstance(module, tuple(getattr(dropout, n) for n in _DROPOUT_NAMES)):
+    if isinstance(module, tuple(getattr(dropout, n) for n in _DROPOUT_NAMES)) or is_stochastic_depth(module):
         return _identity_dropout()()
     return None
 
@@ -135,7 +147,7 @@ register_patch(Patch(
     _avgpool_classes, _maxpool_rewrite))
 register_patch(Patch(
     "dropout_to_identity",
-    "every nn.Dropout* becomes nn.Identity (answering .p == 0.0)",
+    "every nn.Dropout*, torchvision StochasticDepth and timm DropPath becomes nn.Identity (answering .p == 0.0)",
     lambda: {n: _identity_dropout() for n in _DROPOUT_NAMES}, _dropout_rewrite))
 
 

@@ -2,7 +2,7 @@
 
 This module only connects pytest to the plugin's parts: it resolves the options into the session
 object (:class:`~pytest_xla_dynamo.session.XlaSession`), registers it and the concern plugins (known
-issues, isolation, sharding, reports, gating), delegates collection to :mod:`~pytest_xla_dynamo.collection`,
+issues, triage, isolation, sharding, reports, gating), delegates collection to :mod:`~pytest_xla_dynamo.collection`,
 and defines the fixtures. It imports no torch: fixtures and hooks that need torch import it when they run.
 """
 
@@ -39,7 +39,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     registry = _backends.default_registry()
     options.add_options(parser, {"backends": ", ".join(registry.names()),
-                                 "patches": ", ".join(patches.patch_names())})
+                                 "patches": ", ".join(patches.patch_names()),
+                                 "collections": ", ".join(zoo.collection_names())})
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -52,7 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.hook.pytest_xla_register_models(register=zoo.register_model)
     config.hook.pytest_xla_register_patches(register=patches.register_patch)
     xcfg = _config.resolve(config, backends=registry.names(), backend_aliases=registry.aliases,
-                           models=zoo.model_names(), patches=patches.patch_names())
+                           models=zoo.model_names(), patches=patches.patch_names(),
+                           collections={c: zoo.models_in([c]) for c in zoo.collection_names()})
     from pytest_xla_dynamo.report import check_report_dir
 
     problem = check_report_dir(xcfg)
@@ -75,11 +77,13 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_xla_dynamo.report.plugin import ReportPlugin
     from pytest_xla_dynamo.sharding import ShardingPlugin
     from pytest_xla_dynamo.timing.threads import ThreadBudgetPlugin
+    from pytest_xla_dynamo.triage.plugin import TriagePlugin
 
-    # the concern plugins, each given the session (none of them imports torch)
+    # the concern plugins, each given the session (none of them imports torch); triage after known
+    # issues, so that its report wrapper sees the judged report
     for name, factory in (("threads", ThreadBudgetPlugin), ("known_issues", KnownIssuesPlugin),
-                          ("isolation", IsolationPlugin), ("sharding", ShardingPlugin), ("report", ReportPlugin),
-                          ("gating", GatingPlugin)):
+                          ("triage", TriagePlugin), ("isolation", IsolationPlugin), ("sharding", ShardingPlugin),
+                          ("report", ReportPlugin), ("gating", GatingPlugin)):
         manager.register(factory(session), f"xla_dynamo_{name}")
 
 

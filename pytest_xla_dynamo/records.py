@@ -135,3 +135,17 @@ def vote(statuses: Sequence[str]) -> tuple[str, bool]:
     tied = [s for s in dict.fromkeys(statuses) if counts[s] == best]
     failing = [s for s in tied if s not in PASSING]
     return (failing[0] if failing else tied[0]), len(counts) > 1
+
+
+def sort_records(records: Iterable[CaseRecord], models: Sequence[str], backends: Sequence[str]) -> list[CaseRecord]:
+    """``records`` in a stable order: models in ``models``'s order, backends in ``backends``'s, then modes
+    (train, infer); names not listed after the listed ones, by name."""
+    model_index = {name: i for i, name in enumerate(models)}
+    backend_index = {name: i for i, name in enumerate(backends)}
+    from pytest_xla_dynamo.config import MODES
+
+    def key(r: CaseRecord) -> tuple[int, str, int, str, int]:
+        return (model_index.get(r.name, len(model_index)), r.name, backend_index.get(r.backend, len(backend_index)),
+                r.backend, MODES.index(r.mode) if r.mode in MODES else len(MODES))
+
+    return sorted(records, key=key)

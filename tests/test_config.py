@@ -168,3 +168,25 @@ def test_precedence() -> None:
     assert (xcfg.seed, xcfg.sources["xla_seed"]) == (9, "command line")
     assert (xcfg.backends, xcfg.sources["xla_backend"]) == (("eager",), "ini")
     assert resolve().sources["xla_seed"] == "default"
+
+
+# --- zoo collections ---------------------------------------------------------------------------------------
+
+
+def _zoo(cli: Mapping[str, Any]) -> cfg.XlaConfig:
+    return cfg.resolve(Args(cli), backends=BACKENDS, backend_aliases={},  # type: ignore[arg-type]
+                       models=["resnet18", "resnet50", "timm.convnext_atto", "transformers.gpt2"], patches=[],
+                       collections={"seed": ["resnet18", "resnet50"], "timm": ["timm.convnext_atto"],
+                                    "transformers": ["transformers.gpt2"]}, environ={})
+
+
+def test_zoo_selects_collections_and_models_pick_across_them() -> None:
+    assert _zoo({}).models == ("resnet18", "resnet50")  # default: the seed
+    assert _zoo({"xla_zoo": "timm"}).models == ("timm.convnext_atto",)
+    assert _zoo({"xla_zoo": "all"}).models == ("resnet18", "resnet50", "timm.convnext_atto", "transformers.gpt2")
+    assert _zoo({"xla_zoo": "transformers,seed"}).zoo == ("transformers", "seed")
+    # named models come from any collection, whatever --xla-zoo says
+    assert _zoo({"xla_models": "transformers.gpt2,resnet18"}).models == ("transformers.gpt2", "resnet18")
+    with pytest.raises(pytest.UsageError,
+                       match=r"--xla-zoo: invalid value 'nope'; valid: seed, timm, transformers, all"):
+        _zoo({"xla_zoo": "nope"})

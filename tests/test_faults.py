@@ -152,7 +152,8 @@ MARKER_ERRORS = [
     "test_mode_plain: @pytest.mark.xla_mode: invalid value 'eval'; valid: train, infer",
     "test_isolated_timeout: @pytest.mark.xla_isolated: invalid value timeout='abc'; valid: timeout= a finite "
     "positive number (seconds)",
-    "test_backend: @pytest.mark.xla_backend: invalid value 'warp_drive'; valid: trace_once, trace_everytime, eager",
+    "test_backend: @pytest.mark.xla_backend: invalid value 'warp_drive'; valid: trace_once, trace_everytime, "
+    "trace_everytime_split, eager",
     "test_models: @pytest.mark.xla_models: invalid value 'nosuchnet'; valid: ",
     "test_tensor_mode: @pytest.mark.xla_tensor_mode: invalid value 'real'; valid: eager, fake",
     "test_patch: @pytest.mark.xla_patch: invalid value 'no_such_patch'; valid: maxpool_to_avgpool, "

@@ -24,7 +24,7 @@ def test_help_lists_the_option_group(pytester: pytest.Pytester) -> None:
     for opt in OPTIONS:
         assert opt.cli in out, opt.cli
     assert "--iterations-per-run" in out  # the seed's spelling
-    assert "trace_once, trace_everytime, eager, openxla_eval, inductor, aot_eager" in out
+    assert "trace_once, trace_everytime, trace_everytime_split, eager, openxla_eval, inductor, aot_eager" in out
     # every option is mirrored as an ini key
     for opt in OPTIONS:
         assert opt.dest in out, opt.dest
@@ -42,7 +42,7 @@ def test_markers_are_declared(pytester: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("args", "bad", "valid"),
     [
-        (["--xla-backend=nonsense"], "'nonsense'", "trace_once, trace_everytime, eager"),
+        (["--xla-backend=nonsense"], "'nonsense'", "trace_once, trace_everytime, trace_everytime_split, eager"),
         (["--xla-backend=trace_once,bogus"], "'bogus'", "all"),
         (["--xla-tier=huge"], "'huge'", "small, full"),
         (["--xla-models=resnet18,nosuchnet"], "'nosuchnet'", "resnet18, resnet50"),
@@ -123,7 +123,7 @@ def test_precedence_cli_env_ini_default(pytester: pytest.Pytester) -> None:
     assert got == "trace_once,trace_everytime|3|maxpool_to_avgpool|eager|command line|command line"
     # 'all' and the seed's alias names
     got = _resolved(pytester, "--xla-backend=all")
-    assert got.startswith("trace_once,trace_everytime,eager,openxla_eval,inductor,aot_eager|")
+    assert got.startswith("trace_once,trace_everytime,trace_everytime_split,eager,openxla_eval,inductor,aot_eager|")
 
 
 def test_marker_overrides_command_line(pytester: pytest.Pytester) -> None:

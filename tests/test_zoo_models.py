@@ -50,19 +50,30 @@ def _buildable(name: str) -> zoo.ModelSpec:
 
 
 def test_seed_names_in_seed_order() -> None:
-    assert zoo.model_names() == SEED_ORDER
+    assert zoo.model_names()[: len(SEED_ORDER)] == SEED_ORDER  # the seed's first, then the broad collections
+    assert zoo.models_in(["seed"]) == SEED_ORDER
+    assert zoo.collection_names() == ["seed", "torchvision", "transformers", "timm"]
 
 
 def test_tables_hold_the_seed_in_order() -> None:
     names = [
-        *(row.name for row in torchvision_models.ROWS),
-        *(row.name for row in transformers_models.ROWS),
-        *(row.name for row in timm_models.ROWS),
+        *(row.name for row in torchvision_models.ROWS if row.collection == "seed"),
+        *(row.name for row in transformers_models.ROWS if row.collection == "seed"),
+        *(row.name for row in timm_models.ROWS if row.collection == "seed"),
     ]
     assert names == SEED_ORDER
     for module in (torchvision_models, transformers_models, timm_models):
-        assert [s.name for s in module.specs()] == [row.name for row in module.ROWS]
         assert all(s.source == module.SOURCE and s.requires == module.REQUIRES for s in module.specs())
+
+
+def test_broad_collections() -> None:
+    """Issue 16: at least 60 models beyond the seed's nine, named ``<collection>.<name>``, unique."""
+    broad = [n for n in zoo.model_names() if zoo.get_model(n).collection != "seed"]
+    assert len(broad) >= 60 and len(set(broad)) == len(broad)
+    for name in broad:
+        spec = zoo.get_model(name)
+        assert name.startswith(f"{spec.collection}.") and spec.collection == spec.source
+        assert spec.batch("small") >= 1 and "small" in spec.description and "full" in spec.description
 
 
 @pytest.mark.parametrize("name", SEED_ORDER)

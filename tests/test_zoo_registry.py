@@ -32,7 +32,7 @@ def test_public_names_are_the_registry_modules() -> None:
 
 @pytest.mark.parametrize("value", [None, "", "all", " all ", [], ["all"], ",", " , "])
 def test_resolve_all(value: Any) -> None:
-    assert zoo.resolve_models(value) == tuple(SEED_ORDER)
+    assert zoo.resolve_models(value) == tuple(zoo.model_names())  # every model, the broad collections too
 
 
 def test_resolve_comma_list_keeps_given_order() -> None:
@@ -50,7 +50,7 @@ def test_resolve_sequence() -> None:
 
 
 def test_resolve_all_inside_list_expands_in_place() -> None:
-    assert zoo.resolve_models("vgg16,all") == ("vgg16", *[n for n in SEED_ORDER if n != "vgg16"])
+    assert zoo.resolve_models("vgg16,all") == ("vgg16", *[n for n in zoo.model_names() if n != "vgg16"])
 
 
 def test_resolve_unknown_names_bad_and_valid() -> None:
@@ -62,7 +62,7 @@ def test_resolve_unknown_names_bad_and_valid() -> None:
     for name in SEED_ORDER:
         assert name in msg
     assert info.value.unknown == ("resnet19", "nope")
-    assert info.value.valid == tuple(SEED_ORDER)
+    assert info.value.valid == tuple(zoo.model_names())
     assert isinstance(info.value, ValueError)
 
 
@@ -81,7 +81,7 @@ def test_resolve_rejects_non_strings() -> None:
 
 def test_unknown_model_error_defaults_to_registered_names() -> None:
     err = zoo.UnknownModelError("resnet19")
-    assert err.unknown == ("resnet19",) and err.valid == tuple(SEED_ORDER)
+    assert err.unknown == ("resnet19",) and err.valid == tuple(zoo.model_names())
     assert str(err).startswith("unknown model 'resnet19'; valid models: resnet18, resnet50,")
     assert "(did you mean: 'resnet19' -> 'resnet18'?)" in str(err)
 
@@ -108,7 +108,8 @@ def test_get_model_unhashable_name() -> None:
 
 def test_register_appends_and_resolves() -> None:
     zoo.register_model(toy_spec("toy"))
-    assert zoo.model_names() == [*SEED_ORDER, "toy"]
+    assert zoo.model_names()[-1] == "toy"
+    assert zoo.models_in(["seed"]) == [*SEED_ORDER, "toy"]  # a user model's collection: seed
     assert zoo.get_model("toy").source == "user"
     assert zoo.resolve_models("toy,resnet18") == ("toy", "resnet18")
     assert zoo.resolve_models(None)[-1] == "toy"
@@ -126,7 +127,7 @@ def test_register_replace_keeps_position() -> None:
     replacement = toy_spec("resnet50", description="mine")
     zoo.register_model(replacement, replace=True)
     assert zoo.get_model("resnet50") is replacement
-    assert zoo.model_names() == SEED_ORDER
+    assert zoo.models_in(["seed"]) == SEED_ORDER
 
 
 def test_register_needs_a_spec() -> None:

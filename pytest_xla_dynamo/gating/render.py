@@ -83,6 +83,8 @@ def _markdown_sections(result: GateResult, repro_prefix: str) -> list[str]:
                 first = v.run.message.strip().splitlines()[0] if v.run.message.strip() else ""
                 why = f" — {first[:200]}" if first else ""
             lines.append(f"- **{case_name(v.key)}**: {v.details(FAILING)}{why}")
+            if v.run is not None and v.run.triage:
+                lines.append(f"  - triage: {v.run.triage}")
             repro = with_prefix(v.repro(FAILING), repro_prefix)
             if repro:
                 lines += ["", "  ```bash", f"  {repro}", "  ```"]

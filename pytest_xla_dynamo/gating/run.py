@@ -27,6 +27,7 @@ class RunCase:
     nodeids: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)  # the parity statuses voted on (--xla-accuracy-runs)
     message: str = ""
+    triage: str = ""  # the failure's triage in one line (stage, matching known issue, diverging module)
 
     @property
     def key(self) -> Key:
@@ -80,6 +81,8 @@ def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
                 failing_seen.add(record.key)  # the repro of the first failing record of the case
                 case.status_repro = repro_of(record)
                 case.message = record.message
+                triage = record.extra.get("triage") if isinstance(record.extra, dict) else None
+                case.triage = str(triage.get("line", "")) if isinstance(triage, dict) else ""
             elif not case.status_repro:
                 case.status_repro = repro_of(record)
         else:

@@ -46,7 +46,8 @@ def measure_steady(case: PreparedCase, steps: int = STEADY_STEPS) -> list[metric
     case.warm_up()
     out = []
     case.backend.wait()
-    for _ in range(steps):
+    for index in range(1, steps + 1):
+        case.phase, case.step_index = "steady", index  # named in a failure's stage
         before = metrics.snapshot()
         case.step()
         case.backend.wait()

@@ -1,7 +1,8 @@
 """Judging a known-issue test's report: did it fail as recorded, and what to change where it did not.
 
 Called from the ``pytest_runtest_makereport`` wrapper for a test the registry applies to. A strict
-xfail must fail with the recorded exception *and* message (``match``); a regression test must pass.
+xfail must fail with the recorded exception *and* message (``match``) and, for an entry with
+``diverging`` globs, with no diverging tensor outside them; a regression test must pass.
 Every mismatch turns into a failure that says what was expected and where the entry is; a strict
 XPASS says which registry line to change (:func:`suggestion`). Each report is tagged with its
 outcome (a user property), so the summary can be built from reports alone. No torch here.
@@ -43,12 +44,20 @@ def judge(applied: Applied, call: pytest.CallInfo[None], rep: pytest.TestReport,
             if excinfo.errisinstance(pytest.xfail.Exception):  # an explicit pytest.xfail()
                 return
             message = str(excinfo.value)
+            unexplained = entry.unexplained(getattr(excinfo.value, "diverging", None) or ())
             if entry.match and not re.search(entry.match, message):
                 rep.outcome = "failed"
                 del rep.wasxfail
                 explain(rep, entry, f"expected {entry.raises} matching {entry.match!r}, got "
                                     f"{type_name(excinfo.value)} with another message:\n{short(message)}",
                         "wrong message")
+                tag(rep, "other_failure")
+            elif unexplained:
+                rep.outcome = "failed"
+                del rep.wasxfail
+                shown = ", ".join(unexplained[:6]) + (f", +{len(unexplained) - 6} more" if len(unexplained) > 6 else "")
+                explain(rep, entry, f"diverging beyond the known issue (it covers {', '.join(entry.diverging)}): "
+                                    f"{shown}\n{short(message)}", "more diverges")
                 tag(rep, "other_failure")
             else:
                 tag(rep, "reproduced")

@@ -14,6 +14,7 @@ The packaged registry is ``registry.toml`` next to this module, one ``[[issue]]`
     reproducer = "test_..."            # its reproducer in suites/test_known_issues.py
     tests = []                         # other test functions it applies to (e.g. "test_parity")
     backends = []; modes = []; models = []   # filters on the test's parameters; empty = any
+    diverging = ["buffer *running_var"]      # accuracy entries: globs every diverging tensor must match
     status = "..."; fixed_in = "..."; notes = "..."; related = ["https://..."]
 
 A later source replaces an entry of the same id (packaged < files < hook < marker); see
@@ -22,6 +23,7 @@ A later source replaces an entry of the same id (packaged < files < hook < marke
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -46,7 +48,7 @@ DISTRIBUTIONS = _versions.STACK
 
 _STR_FIELDS = ("title", "url", "kind", "raises", "match", "signal", "reproducer", "status", "fixed_in",
                "notes")
-_LIST_FIELDS = ("tests", "backends", "modes", "models", "related")
+_LIST_FIELDS = ("tests", "backends", "modes", "models", "related", "diverging")
 FIELDS = ("id", "affects", *_STR_FIELDS, *_LIST_FIELDS)
 
 
@@ -71,6 +73,8 @@ class KnownIssue:
     fixed_in: str = ""
     notes: str = ""
     related: tuple[str, ...] = ()
+    diverging: tuple[str, ...] = ()  # fnmatch globs: an accuracy failure is this issue only if every
+    # diverging tensor (``grad fc.weight``, ``buffer bn1.running_var``) matches one of them
     source: str = ""  # a file path, "hook", or "marker"
     line: int | None = None  # line of ``id = ...`` in the source file (or of the marker)
     affects_line: int | None = None  # line of ``affects = ...`` in the source file
@@ -104,6 +108,12 @@ class KnownIssue:
     def exception_type(self) -> type[BaseException] | None:
         """The exception class ``raises`` names (None: not given, or its module is not installed)."""
         return resolve_exception(self.raises) if self.raises else None
+
+    def unexplained(self, tensors: Iterable[str]) -> list[str]:
+        """The ``tensors`` (diverging tensor names) that ``diverging`` does not cover (none without globs)."""
+        if not self.diverging:
+            return []
+        return [t for t in tensors if not any(fnmatch.fnmatchcase(t, glob) for glob in self.diverging)]
 
     def to_info(self) -> dict[str, Any]:
         """What travels with the reports: enough for the controller's summary."""

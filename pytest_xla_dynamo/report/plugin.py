@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.config import MODES
-from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.records import CaseRecord, sort_records
 from pytest_xla_dynamo.report.jsonl import environment_info
 from pytest_xla_dynamo.report.tables import speedup_tables, status_table
 from pytest_xla_dynamo.report.writer import ReportSet, Terminated, file_formats
@@ -53,14 +52,7 @@ class ReportPlugin:
         models in zoo order, backends in registry order, then modes; unknown names after, by name."""
         from pytest_xla_dynamo.zoo import model_names
 
-        models = {name: i for i, name in enumerate(model_names())}
-        backends = {name: i for i, name in enumerate(self.session.backends.names())}
-
-        def key(r: CaseRecord) -> tuple[int, str, int, str, int]:
-            return (models.get(r.name, len(models)), r.name, backends.get(r.backend, len(backends)), r.backend,
-                    MODES.index(r.mode) if r.mode in MODES else len(MODES))
-
-        return sorted(self.session.store, key=key)
+        return sort_records(self.session.store, model_names(), self.session.backends.names())
 
     def _active(self) -> bool:
         return self.session.reports_here and not self.config.option.collectonly

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 def run_iterations(case: PreparedCase, iterations: int) -> None:
     """One timed run's work: ``iterations`` steps (each ends in the backend's sync), then one wait."""
+    case.phase, case.step_index = "timing", None  # named in a failure's stage
     for _ in range(iterations):
         case.step()
     case.backend.wait()

@@ -20,7 +20,10 @@ Each model has two tiers:
     torchbench-like: 224x224 images, torchbench's default training batch sizes
     (``DEFAULT_TRAIN_BSIZE``), BERT at bert-base size with sequence length 128.
 
-Each model belongs to a collection (:attr:`ModelSpec.collection`); the seed's nine are ``seed``.
+Each model belongs to a collection (:attr:`ModelSpec.collection`); the seed's nine are ``seed``, the
+default of ``--xla-zoo``. The broad collections ``torchvision``, ``timm`` and ``transformers`` (issue 16)
+name their models ``<collection>.<name>`` (``timm.convnext_atto``: a dot, safe in file names and
+artifacts); ``--xla-zoo=all`` selects every one.
 
 Nothing heavy is imported at module import time: torch, torchvision, timm and transformers are
 imported inside the factories, so ``--help``, collection and option validation stay cheap and
@@ -40,28 +43,36 @@ from pytest_xla_dynamo.zoo import timm_models, torchvision_models, transformers_
 from pytest_xla_dynamo.zoo.inputs import randomize_inputs
 from pytest_xla_dynamo.zoo.registry import (
     UnknownModelError,
+    collection_names,
     get_model,
     model_names,
+    models_in,
     register_model,
     resolve_models,
 )
-from pytest_xla_dynamo.zoo.spec import SOURCES, TIERS, ModelSpec, validate_tier
+from pytest_xla_dynamo.zoo.spec import SEED_COLLECTION, SOURCES, TIERS, ModelSpec, validate_tier
 
 __all__ = [
+    "SEED_COLLECTION",
     "SOURCES",
     "TIERS",
     "ModelSpec",
     "UnknownModelError",
+    "collection_names",
     "get_model",
     "model_names",
+    "models_in",
     "randomize_inputs",
     "register_model",
     "resolve_models",
     "validate_tier",
 ]
 
-# the seed's order: the torchvision seven, then BERT_pytorch, then timm_vision_transformer
-for _source in (torchvision_models, transformers_models, timm_models):
-    for _spec in _source.specs():
-        register_model(_spec)
-del _source, _spec
+# the seed's order first (the torchvision seven, BERT_pytorch, timm_vision_transformer), then the broad
+# collections, each in its source's table order
+_specs = [spec for source in (torchvision_models, transformers_models, timm_models) for spec in source.specs()]
+for _collection in dict.fromkeys([SEED_COLLECTION, *(spec.collection for spec in _specs)]):
+    for _spec in _specs:
+        if _spec.collection == _collection:
+            register_model(_spec)
+del _specs, _collection, _spec

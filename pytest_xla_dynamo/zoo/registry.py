@@ -58,6 +58,17 @@ def model_names() -> list[str]:
     return list(_REGISTRY)
 
 
+def collection_names() -> list[str]:
+    """The collections of the registered models, in registration order (the seed's first)."""
+    return list(dict.fromkeys(spec.collection for spec in _REGISTRY.values()))
+
+
+def models_in(collections: Sequence[str]) -> list[str]:
+    """The registered models of ``collections``, in registration order."""
+    chosen = set(collections)
+    return [name for name, spec in _REGISTRY.items() if spec.collection in chosen]
+
+
 def resolve_models(value: str | Sequence[str] | None) -> tuple[str, ...]:
     """Turn an option value into model names.
 

@@ -40,6 +40,23 @@ class Row(NamedTuple):
     tolerance: Tolerance | None = None
     note: str = ""  # where the full tier comes from, shown in the description
     collection: str = SEED_COLLECTION
+    res: tuple[int, int] | None = None  # (small, full) image sizes of a variant without an img_size override
+
+
+BROAD = "timm"  # the broad collection of timm architectures (issue 16)
+# a broad row's small tier: 10 classes and no functional dropout (timm's heads call F.dropout with
+# drop_rate, which no module patch reaches); its full tier: the variant as timm defines it
+_SMALL = {"num_classes": SMALL_CLASSES, "drop_rate": 0.0}
+
+
+def broad(variant: str, small: Mapping[str, Any] | None = None, *, res: int = 64, batch: int = 32,
+          has_dropout: bool = False, note: str = "") -> Row:
+    """A row of the broad timm collection: ``timm.<variant>``, small tier on ``res`` x ``res`` images
+    (or the ``img_size`` in ``small``), full tier at timm's default size."""
+    overrides = {**_SMALL, **(small or {})}
+    return Row(f"{BROAD}.{variant}", variant=((variant, overrides), (variant, {})), batch=(2, batch),
+               has_dropout=has_dropout, note=note, collection=BROAD,
+               res=None if "img_size" in overrides else (res, DEFAULT_RES))
 
 
 ROWS: tuple[Row, ...] = (
@@ -55,6 +72,34 @@ ROWS: tuple[Row, ...] = (
         has_dropout=True,
         note="torchbench",
     ),
+    # --- the broad collection (--xla-zoo=timm): distinct architectures, their smallest variants.
+    # convnets
+    broad("convnext_atto"),
+    broad("resnet10t"),
+    broad("resnest14d"),
+    broad("cspresnet50"),
+    broad("dla34"),
+    broad("regnetx_002"),
+    broad("rexnet_100"),
+    broad("lcnet_050"),
+    broad("ghostnet_100"),
+    broad("mobilenetv3_small_050"),
+    broad("efficientnet_b0"),
+    broad("repvgg_a0"),
+    broad("eca_nfnet_l0"),
+    broad("poolformer_s12"),
+    # vision transformers and hybrids
+    broad("deit_tiny_patch16_224", {"img_size": 64}),
+    broad("convit_tiny", {"img_size": 64}),
+    broad("xcit_nano_12_p16_224", {"img_size": 64}),
+    broad("coat_lite_tiny", {"img_size": 64}),
+    broad("levit_128s", {"img_size": 64}),
+    broad("mobilevit_xxs"),
+    broad("edgenext_xx_small"),
+    broad("fastvit_t8"),
+    # MLP-mixers
+    broad("mixer_s16_224", {"img_size": 64}),
+    broad("resmlp_12_224", {"img_size": 64}),
 )
 
 
@@ -72,18 +117,19 @@ def create(variants: Mapping[str, Variant]) -> Callable[[str], torch.nn.Module]:
     return build_model
 
 
-def _resolution(variant: Variant) -> int:
-    return int(variant[1].get("img_size", DEFAULT_RES))
+def _resolution(variant: Variant, default: int = DEFAULT_RES) -> int:
+    return int(variant[1].get("img_size", default))
 
 
-def _describe(variant: Variant, batch: int) -> str:
+def _describe(variant: Variant, batch: int, res: int) -> str:
     name, overrides = variant
     if not overrides:
-        res = _resolution(variant)
         return f"{name}, {res}x{res}, batch {batch}"
     parts = [f"{k}={v}" for k, v in overrides.items() if k != "num_classes"]
     if "num_classes" in overrides:
         parts.append(f"{overrides['num_classes']} classes")
+    if "img_size" not in overrides:
+        parts.append(f"{res}x{res} images")
     return f"{name} with {', '.join(parts)}, batch {batch}"
 
 
@@ -91,13 +137,15 @@ def spec(row: Row) -> ModelSpec:
     """The :class:`ModelSpec` of one row."""
     variants = per_tier(row.variant)
     batch = per_tier(row.batch)
-    small, full = (_describe(variants[t], batch[t]) for t in TIERS)
+    res = per_tier(row.res) if row.res is not None else {t: DEFAULT_RES for t in TIERS}
+    resolution = {t: _resolution(v, res[t]) for t, v in variants.items()}
+    small, full = (_describe(variants[t], batch[t], resolution[t]) for t in TIERS)
     note = f" ({row.note})" if row.note else ""
     return make_spec(
         row.name,
         SOURCE,
         build_model=create(variants),
-        build_inputs=images({t: _resolution(v) for t, v in variants.items()}),
+        build_inputs=images(resolution),
         batch=row.batch,
         has_dropout=row.has_dropout,
         tolerance=row.tolerance,

@@ -25,7 +25,7 @@ Image sizes of the small tier (measured with ``benchmarks/zoo_probe.py --xla`` o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_xla_dynamo.zoo.inputs import images
 from pytest_xla_dynamo.zoo.spec import SEED_COLLECTION, ModelSpec, validate_tier
@@ -50,8 +50,16 @@ class Row(NamedTuple):
     tolerance: Tolerance | None = None
     note: str = ""  # why the small tier deviates, shown in the description
     collection: str = SEED_COLLECTION
+    kwargs: tuple[tuple[str, Any], ...] = ()  # extra keyword arguments of the factory
+
+    @property
+    def zoo_name(self) -> str:
+        """The model's name in the zoo: the factory's, prefixed by its collection outside the seed's
+        (``torchvision.resnet34``)."""
+        return self.name if self.collection == SEED_COLLECTION else f"{self.collection}.{self.name}"
 
 
+BROAD = "torchvision"  # the broad collection of torchvision classifiers (issue 16)
 # Full batch sizes: torchbench's DEFAULT_TRAIN_BSIZE of each model (pytorch/benchmark
 # torchbenchmark/models/*/__init__.py).
 # Small-tier images are at least 64x64: these nets downsample by 32, and at 32x32 (1x1 at the end)
@@ -71,18 +79,53 @@ ROWS: tuple[Row, ...] = (
         "vgg16", 224, (1, 64), has_dropout=True, tolerance=TORCHBENCH_HIGHER,
         note="224: AdaptiveAvgPool2d(7) needs a 7x7 feature map to stay on XLA",
     ),
+    # --- the broad collection (--xla-zoo=torchvision): names "torchvision.<factory>". Full batch: torchbench's
+    # where it has the model, else 32. has_dropout: nn.Dropout* modules, or stochastic depth (a random op
+    # in training that the dropout patch switches off as well).
+    Row("resnet34", 64, (2, 32), has_dropout=False, collection=BROAD),
+    Row("resnet101", 64, (2, 32), has_dropout=False, collection=BROAD),
+    Row("wide_resnet50_2", 64, (2, 32), has_dropout=False, collection=BROAD),
+    Row("densenet121", 64, (2, 32), has_dropout=False, collection=BROAD),
+    Row("squeezenet1_0", 64, (2, 32), has_dropout=True, collection=BROAD),
+    Row("squeezenet1_1", 64, (2, 32), has_dropout=True, collection=BROAD),
+    Row("shufflenet_v2_x0_5", 64, (2, 32), has_dropout=False, collection=BROAD),
+    Row("shufflenet_v2_x1_0", 64, (2, 128), has_dropout=False, collection=BROAD),
+    Row("mobilenet_v3_small", 64, (2, 32), has_dropout=True, collection=BROAD),
+    Row("mobilenet_v3_large", 64, (2, 32), has_dropout=True, collection=BROAD),
+    Row("mnasnet0_5", 64, (2, 32), has_dropout=True, collection=BROAD),
+    Row("efficientnet_b0", 64, (2, 32), has_dropout=True, collection=BROAD),
+    Row("efficientnet_v2_s", 64, (2, 32), has_dropout=True, collection=BROAD),
+    Row("regnet_x_400mf", 64, (2, 32), has_dropout=False, collection=BROAD),
+    Row("regnet_y_400mf", 64, (2, 32), has_dropout=False, collection=BROAD),
+    Row("googlenet", 64, (2, 32), has_dropout=True, collection=BROAD,
+        kwargs=(("aux_logits", False), ("init_weights", True))),
+    Row("inception_v3", 139, (2, 32), has_dropout=True, collection=BROAD,
+        kwargs=(("aux_logits", False), ("init_weights", True)),
+        note="139: inception_v3 needs at least 75x75; 139 leaves a 3x3 map for its last BatchNorms"),
+    Row("convnext_tiny", 64, (2, 32), has_dropout=True, collection=BROAD),
+    Row("swin_t", 64, (2, 32), has_dropout=True, collection=BROAD),
+    Row("swin_v2_t", 64, (2, 32), has_dropout=True, collection=BROAD),
+    Row("vit_b_32", 64, (2, 32), has_dropout=True, collection=BROAD, kwargs=(("image_size", 64),),
+        note="64: image_size=64 (4 patches of 32x32 and the class token)"),
+    Row("vgg11_bn", 224, (1, 32), has_dropout=True, collection=BROAD,
+        note="224: AdaptiveAvgPool2d(7) needs a 7x7 feature map to stay on XLA"),
 )
 
 
-def classifier(name: str) -> Callable[[str], torch.nn.Module]:
-    """``build_model(tier)``: ``torchvision.models.<name>`` with random weights and the tier's class count."""
+def classifier(name: str, extra: tuple[tuple[str, Any], ...] = (),
+               resolution: dict[str, int] | None = None) -> Callable[[str], torch.nn.Module]:
+    """``build_model(tier)``: ``torchvision.models.<name>`` with random weights and the tier's class count
+    (plus ``extra`` keyword arguments; an ``image_size`` among them takes the tier's ``resolution``)."""
 
     def build_model(tier: str) -> torch.nn.Module:
         num_classes = SMALL_CLASSES if validate_tier(tier) == "small" else FULL_CLASSES
         import torchvision
 
+        kwargs = dict(extra)
+        if "image_size" in kwargs and resolution is not None:
+            kwargs["image_size"] = resolution[tier]
         factory = getattr(torchvision.models, name)
-        model: torch.nn.Module = factory(weights=None, num_classes=num_classes)
+        model: torch.nn.Module = factory(weights=None, num_classes=num_classes, **kwargs)
         return model
 
     return build_model
@@ -92,17 +135,19 @@ def spec(row: Row) -> ModelSpec:
     """The :class:`ModelSpec` of one row."""
     small_batch, full_batch = row.batch
     note = f" ({row.note})" if row.note else ""
+    extra = "".join(f", {k}={v!r}" for k, v in row.kwargs if k != "image_size")
+    resolution = {"small": row.small_res, "full": FULL_RES}
     return make_spec(
-        row.name,
+        row.zoo_name,
         SOURCE,
-        build_model=classifier(row.name),
-        build_inputs=images({"small": row.small_res, "full": FULL_RES}),
+        build_model=classifier(row.name, row.kwargs, resolution),
+        build_inputs=images(resolution),
         batch=row.batch,
         has_dropout=row.has_dropout,
         tolerance=row.tolerance,
         requires=REQUIRES,
         description=(
-            f"torchvision.models.{row.name}(weights=None). small: {row.small_res}x{row.small_res} images, "
+            f"torchvision.models.{row.name}(weights=None{extra}). small: {row.small_res}x{row.small_res} images, "
             f"batch {small_batch}, {SMALL_CLASSES} classes{note}. full: {FULL_RES}x{FULL_RES}, batch {full_batch} "
             f"(torchbench train batch), {FULL_CLASSES} classes."
         ),

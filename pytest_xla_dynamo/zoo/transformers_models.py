@@ -36,13 +36,48 @@ class Row(NamedTuple):
     name: str
     model_class: str  # a transformers class, e.g. BertForMaskedLM
     config_class: str  # its config class, e.g. BertConfig
-    config: tuple[Mapping[str, int], Mapping[str, int]]  # (small, full) keyword arguments of config_class
+    config: tuple[Mapping[str, Any], Mapping[str, Any]]  # (small, full) keyword arguments of config_class
     seq_len: tuple[int, int]  # (small, full)
     batch: tuple[int, int]  # (small, full); full is torchbench's DEFAULT_TRAIN_BSIZE
     has_dropout: bool
     tolerance: Tolerance | None = None
     note: str = ""  # what the full tier stands for, shown in the description
     collection: str = SEED_COLLECTION
+    seq2seq: bool = False  # an encoder-decoder: the input ids are also the decoder's input ids
+
+
+BROAD = "transformers"  # the broad collection of transformers families (issue 16)
+SMALL_VOCAB = 1000
+#: the full tier of a broad row: base-like sizes (the small tier's shape, widened)
+_FULL = {"vocab_size": 32000}
+
+
+def broad(model_class: str, config_class: str, small: Mapping[str, Any], full: Mapping[str, Any], *,
+          name: str, seq2seq: bool = False, batch: int = 8) -> Row:
+    """A row of the broad transformers collection, ``transformers.<name>``: small tier from ``small`` (a
+    1000-word vocabulary, sequence 32, batch 2), full tier from ``full`` (sequence 128). Every dropout
+    probability of ``small`` and ``full`` is 0: several families call ``F.dropout`` with them, which no
+    module patch reaches."""
+    return Row(f"{BROAD}.{name}", model_class, config_class,
+               config=({"vocab_size": SMALL_VOCAB, **small}, {**_FULL, **full}), seq_len=(32, 128),
+               batch=(2, batch), has_dropout=True, collection=BROAD, seq2seq=seq2seq)
+
+
+# small decoder-only and encoder shapes: hidden 128, 2 layers, 4 heads (2 key-value heads where the family
+# has grouped-query attention), feed-forward 256, 64 positions; full: hidden 768, 12 layers, 12 heads
+_DEC_SMALL = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "max_position_embeddings": 64}
+_DEC_FULL = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+             "max_position_embeddings": 512}
+_GQA_SMALL = {**_DEC_SMALL, "num_key_value_heads": 2}
+_GQA_FULL = {**_DEC_FULL, "num_key_value_heads": 4}
+_ENC_DROP = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+_S2S_SMALL = {"d_model": 128, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+              "decoder_attention_heads": 4, "encoder_ffn_dim": 256, "decoder_ffn_dim": 256,
+              "max_position_embeddings": 64, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
+_S2S_FULL = {"d_model": 768, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 12,
+             "decoder_attention_heads": 12, "encoder_ffn_dim": 3072, "decoder_ffn_dim": 3072,
+             "max_position_embeddings": 512, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
 
 
 ROWS: tuple[Row, ...] = (
@@ -75,6 +110,75 @@ ROWS: tuple[Row, ...] = (
         has_dropout=True,
         note="torchbench BERT_pytorch",
     ),
+    # --- the broad collection (--xla-zoo=transformers)
+    # decoders
+    broad("GPT2LMHeadModel", "GPT2Config",
+          {"n_embd": 128, "n_layer": 2, "n_head": 4, "n_positions": 64, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+           "attn_pdrop": 0.0},
+          {"n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+           "attn_pdrop": 0.0}, name="gpt2"),
+    broad("LlamaForCausalLM", "LlamaConfig", _GQA_SMALL, _GQA_FULL, name="llama"),
+    broad("MistralForCausalLM", "MistralConfig", _GQA_SMALL, _GQA_FULL, name="mistral"),
+    broad("Qwen2ForCausalLM", "Qwen2Config", _GQA_SMALL, _GQA_FULL, name="qwen2"),
+    broad("GemmaForCausalLM", "GemmaConfig", {**_GQA_SMALL, "head_dim": 32}, {**_GQA_FULL, "head_dim": 64},
+          name="gemma"),
+    broad("PhiForCausalLM", "PhiConfig", {**_DEC_SMALL, "resid_pdrop": 0.0, "embd_pdrop": 0.0},
+          {**_DEC_FULL, "resid_pdrop": 0.0, "embd_pdrop": 0.0}, name="phi"),
+    broad("OPTForCausalLM", "OPTConfig",
+          {"hidden_size": 128, "ffn_dim": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "word_embed_proj_dim": 128, "max_position_embeddings": 64, "dropout": 0.0, "attention_dropout": 0.0},
+          {"hidden_size": 768, "ffn_dim": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+           "word_embed_proj_dim": 768, "max_position_embeddings": 2048, "dropout": 0.0, "attention_dropout": 0.0},
+          name="opt"),
+    broad("GPTNeoForCausalLM", "GPTNeoConfig",
+          {"hidden_size": 128, "num_layers": 2, "num_heads": 4, "attention_types": [[["global", "local"], 1]],
+           "max_position_embeddings": 64, "window_size": 16, "embed_dropout": 0.0, "attention_dropout": 0.0,
+           "resid_dropout": 0.0},
+          {"hidden_size": 768, "num_layers": 12, "num_heads": 12, "attention_types": [[["global", "local"], 6]],
+           "max_position_embeddings": 2048, "window_size": 256, "embed_dropout": 0.0, "attention_dropout": 0.0,
+           "resid_dropout": 0.0}, name="gpt_neo"),
+    broad("BloomForCausalLM", "BloomConfig",
+          {"hidden_size": 128, "n_layer": 2, "n_head": 4, "hidden_dropout": 0.0, "attention_dropout": 0.0},
+          {"hidden_size": 768, "n_layer": 12, "n_head": 12, "hidden_dropout": 0.0, "attention_dropout": 0.0},
+          name="bloom"),
+    # encoders
+    broad("RobertaForMaskedLM", "RobertaConfig",
+          {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "max_position_embeddings": 66, **_ENC_DROP},
+          {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+           "max_position_embeddings": 514, **_ENC_DROP}, name="roberta"),
+    broad("DistilBertForMaskedLM", "DistilBertConfig",
+          {"dim": 128, "hidden_dim": 256, "n_layers": 2, "n_heads": 4, "max_position_embeddings": 64,
+           "dropout": 0.0, "attention_dropout": 0.0},
+          {"dim": 768, "hidden_dim": 3072, "n_layers": 6, "n_heads": 12, "max_position_embeddings": 512,
+           "dropout": 0.0, "attention_dropout": 0.0}, name="distilbert"),
+    broad("AlbertForMaskedLM", "AlbertConfig",
+          {"embedding_size": 64, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "max_position_embeddings": 64, "hidden_dropout_prob": 0.0,
+           "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.0},
+          {"embedding_size": 128, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+           "num_attention_heads": 12, "max_position_embeddings": 512, "hidden_dropout_prob": 0.0,
+           "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.0}, name="albert"),
+    broad("ElectraForMaskedLM", "ElectraConfig",
+          {"embedding_size": 128, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "max_position_embeddings": 64, **_ENC_DROP},
+          {"embedding_size": 768, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+           "num_attention_heads": 12, "max_position_embeddings": 512, **_ENC_DROP}, name="electra"),
+    broad("DebertaV2ForMaskedLM", "DebertaV2Config",
+          {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "max_position_embeddings": 64, **_ENC_DROP},
+          {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
+           "max_position_embeddings": 512, **_ENC_DROP}, name="deberta_v2"),
+    # encoder-decoders
+    broad("T5ForConditionalGeneration", "T5Config",
+          {"d_model": 128, "d_kv": 32, "d_ff": 256, "num_layers": 2, "num_heads": 4, "dropout_rate": 0.0,
+           "decoder_start_token_id": 0},
+          {"d_model": 768, "d_kv": 64, "d_ff": 3072, "num_layers": 12, "num_heads": 12, "dropout_rate": 0.0,
+           "decoder_start_token_id": 0}, name="t5", seq2seq=True),
+    broad("BartForConditionalGeneration", "BartConfig", _S2S_SMALL, _S2S_FULL, name="bart", seq2seq=True),
+    broad("MBartForConditionalGeneration", "MBartConfig", _S2S_SMALL, _S2S_FULL, name="mbart", seq2seq=True),
+    broad("PegasusForConditionalGeneration", "PegasusConfig", _S2S_SMALL, _S2S_FULL, name="pegasus",
+          seq2seq=True),
 )
 
 
@@ -90,7 +194,11 @@ def _masked_lm_logits_class() -> type[torch.nn.Module]:
             self.model = model
 
         def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-            logits: torch.Tensor = self.model(input_ids, return_dict=False)[0]
+            if getattr(self, "seq2seq", False):  # an encoder-decoder: the ids feed the decoder too
+                out = self.model(input_ids, decoder_input_ids=input_ids, return_dict=False)
+            else:
+                out = self.model(input_ids, return_dict=False)
+            logits: torch.Tensor = out[0]
             return logits
 
     MaskedLMLogits.__module__ = __name__
@@ -107,7 +215,7 @@ def __getattr__(name: str) -> Any:
 
 
 def from_config(
-    model_class: str, config_class: str, config: Mapping[str, Mapping[str, int]]
+    model_class: str, config_class: str, config: Mapping[str, Mapping[str, Any]], seq2seq: bool = False
 ) -> Callable[[str], torch.nn.Module]:
     """``build_model(tier)``: ``model_class(config_class(**config[tier]))`` with eager attention, logits out."""
 
@@ -125,16 +233,23 @@ def from_config(
         # patch that replaces Dropout modules must therefore keep a ``.p`` attribute (set it to 0.0
         # to really switch attention dropout off). timm's ViT attention does the same with
         # ``self.attn_drop.p`` when it uses fused SDPA.
-        return _masked_lm_logits_class()(getattr(transformers, model_class)(cfg))
+        wrapped = _masked_lm_logits_class()(getattr(transformers, model_class)(cfg))
+        object.__setattr__(wrapped, "seq2seq", seq2seq)  # a plain attribute, read by forward
+        return wrapped
 
     return build_model
 
 
-def _sizes(config: Mapping[str, int], seq_len: int, batch: int) -> str:
-    return (
-        f"hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, "
-        f"{config['num_attention_heads']} heads, vocab {config['vocab_size']}, seq {seq_len}, batch {batch}"
-    )
+def _first(config: Mapping[str, Any], *names: str) -> Any:
+    return next((config[n] for n in names if n in config), "?")
+
+
+def _sizes(config: Mapping[str, Any], seq_len: int, batch: int) -> str:
+    hidden = _first(config, "hidden_size", "n_embd", "d_model", "dim")
+    layers = _first(config, "num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers")
+    heads = _first(config, "num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads")
+    vocab = config["vocab_size"]
+    return f"hidden {hidden}, {layers} layers, {heads} heads, vocab {vocab}, seq {seq_len}, batch {batch}"
 
 
 def spec(row: Row) -> ModelSpec:
@@ -147,7 +262,7 @@ def spec(row: Row) -> ModelSpec:
     return make_spec(
         row.name,
         SOURCE,
-        build_model=from_config(row.model_class, row.config_class, config),
+        build_model=from_config(row.model_class, row.config_class, config, row.seq2seq),
         build_inputs=token_ids({t: c["vocab_size"] for t, c in config.items()}, seq_len),
         batch=row.batch,
         has_dropout=row.has_dropout,

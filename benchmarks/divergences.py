@@ -1,0 +1,53 @@
+"""Every diverging tensor of a run's parity records, per case: what diverges beyond what a known issue explains.
+
+    python benchmarks/divergences.py xla-report/xla-dynamo.jsonl [--ignore 'buffer *running_var']
+
+Reads a JSON report (``--xla-report=json``) and prints, per parity case that diverged, the diverging tensors
+by group (loss, outputs, grads, params, buffers) with their steps and largest error; ``--ignore`` globs
+(e.g. a registry entry's ``diverging``) split off what is already explained. Figures only; the exit status
+is 0 whatever diverged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_xla_dynamo.parity.compare import GROUPS
+from pytest_xla_dynamo.report import read_json
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("report", type=Path)
+    parser.add_argument("--ignore", action="append", default=[], help="glob of explained tensors (repeatable)")
+    args = parser.parse_args()
+    for record in read_json(args.report):
+        if record.suite != "parity" or not record.extra.get("divergences"):
+            continue
+        divs = record.extra["divergences"]
+        total = record.extra.get("divergences_total", len(divs))
+        unexplained = [d for d in divs if not any(fnmatch.fnmatchcase(d["tensor"], g) for g in args.ignore)]
+        print(f"{record.name} / {record.backend} / {record.mode}: {total} diverging tensors, "
+              f"{len(unexplained)} not covered by {args.ignore or 'nothing'}")
+        by_group: dict[str, list[dict[str, object]]] = defaultdict(list)
+        for d in divs:
+            by_group[str(d["group"])].append(d)
+        for group in GROUPS:
+            members = by_group.get(group, [])
+            if not members:
+                continue
+            steps = sorted({int(str(d["step"])) for d in members})
+            worst = max(members, key=lambda d: float(str(d["max_abs_err"])) if d["max_abs_err"] is not None else 0.0)
+            print(f"  {group:<8} {len(members):>3} (steps {', '.join(map(str, steps))}); largest: "
+                  f"{worst['tensor']} step {worst['step']}, max abs err {worst['max_abs_err']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

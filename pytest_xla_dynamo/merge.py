@@ -1,0 +1,200 @@
+"""Merging sharded runs: the reports of N shards (``--xla-shard=I/N --xla-report=json``) as one set.
+
+``python -m pytest_xla_dynamo merge --out DIR [--expected FILE] [--summary FILE] SHARD_DIR...`` reads
+each shard's ``xla-dynamo.jsonl``, refuses duplicate cases (the same test's record in two shards) and
+shards timed with different settings, writes one report set (CSV, JSON, PNG) into ``--out``, prints the
+parity table and the seed's speedup tables, and with ``--expected`` gives one gate verdict over all
+shards: a case of the expected file that no shard ran is MISSING, as in an unsharded run. The Markdown
+summary (``--summary``) is the one an unsharded run writes. No torch here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_xla_dynamo.records import CaseRecord, sort_records
+
+JSON_NAME = "xla-dynamo.jsonl"
+DEFAULT_FORMATS = ("csv", "json", "png")
+TIMING_SETTINGS = ("baseline", "iterations_per_run", "repeat")
+
+
+class MergeError(Exception):
+    """Shards that cannot be merged: a missing or bad report, a duplicate case, different settings."""
+
+
+@dataclass
+class Shard:
+    """One shard's report folder: its records and the environment its report was written in."""
+
+    folder: Path
+    records: list[CaseRecord]
+    environment: dict[str, Any] = field(default_factory=dict)
+
+
+def read_shard(folder: Path) -> Shard:
+    """The records of ``folder/xla-dynamo.jsonl`` (MergeError naming the folder when it is not there)."""
+    import json
+
+    from pytest_xla_dynamo.report import read_json
+
+    path = folder / JSON_NAME if folder.is_dir() else folder
+    if not path.is_file():
+        raise MergeError(f"{folder}: no {JSON_NAME}; run each shard with --xla-report=json "
+                         "(and --xla-report-dir=<its folder>)")
+    try:
+        records = read_json(path)
+    except ValueError as exc:
+        raise MergeError(str(exc)) from None
+    environment: dict[str, Any] = {}
+    first = next((line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()), "")
+    if first.startswith("{"):
+        environment = dict(json.loads(first).get("environment") or {})
+    return Shard(path.parent, records, environment)
+
+
+def _case_id(record: CaseRecord) -> tuple[str, ...]:
+    return (record.suite, record.nodeid, *record.key, str(record.extra.get("tensor_mode", "")))
+
+
+def check_shards(shards: Sequence[Shard]) -> None:
+    """MergeError when two shards hold the same case (the same test's record) or timed with different
+    baselines, iterations per run or repeats."""
+    seen: dict[tuple[str, ...], int] = {}
+    duplicates: list[str] = []
+    for index, shard in enumerate(shards):
+        for record in shard.records:
+            key = _case_id(record)
+            other = seen.setdefault(key, index)
+            if other != index:
+                duplicates.append(f"{record.suite} {'/'.join(record.key)} ({record.nodeid or 'no node id'}) "
+                                  f"in {shards[other].folder} and {shard.folder}")
+    if duplicates:
+        shown = "\n  ".join(duplicates[:10]) + (f"\n  ... {len(duplicates) - 10} more" if len(duplicates) > 10 else "")
+        raise MergeError(f"duplicate cases in more than one shard (a shard given twice, or overlapping "
+                         f"--xla-shard values):\n  {shown}")
+    for name in TIMING_SETTINGS:
+        values = {getattr(r, name) for s in shards for r in s.records if r.suite == "timing"}
+        values.discard(None)
+        values.discard("")
+        if len(values) > 1:
+            raise MergeError(f"the shards timed with different {name}: {', '.join(sorted(map(str, values)))}; "
+                             "a merged speedup table needs one setting")
+
+
+def merge_records(shards: Sequence[Shard]) -> list[CaseRecord]:
+    """All shards' records (check them first with :func:`check_shards`), in the order an unsharded run
+    reports them: the zoo's models and the built-in backends in registration order, other names by name."""
+    from pytest_xla_dynamo.backends import default_registry
+    from pytest_xla_dynamo.zoo import model_names
+
+    records = [record for shard in shards for record in shard.records]
+    return sort_records(records, model_names(), default_registry().names())
+
+
+def merged_environment(shards: Sequence[Shard]) -> dict[str, Any]:
+    """The first shard's environment, with where the merge came from."""
+    env = dict(shards[0].environment) if shards else {}
+    env["merged_from"] = [str(s.folder) for s in shards]
+    return env
+
+
+def _timing_setting(records: Sequence[CaseRecord], name: str) -> Any:
+    return next((getattr(r, name) for r in records if r.suite == "timing" and getattr(r, name) not in (None, "")),
+                None)
+
+
+def table_lines(records: Sequence[CaseRecord]) -> list[str]:
+    """The parity table and the seed's speedup tables of the merged records."""
+    from pytest_xla_dynamo.report import speedup_tables, status_table
+
+    lines: list[str] = []
+    status = status_table(records)
+    if status:
+        lines += ["parity", status]
+    speed = speedup_tables(records, baseline=_timing_setting(records, "baseline"),
+                           iterations_per_run=_timing_setting(records, "iterations_per_run"),
+                           repeat=_timing_setting(records, "repeat"))
+    if speed:
+        lines += ["", speed] if lines else [speed]
+    return lines
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m pytest_xla_dynamo merge``: exit 0 (merged; gate passed or none), 1 (gate failed),
+    4 (bad arguments or shards that cannot be merged; nothing written)."""
+    from pytest_xla_dynamo.fileio import atomic_write_text
+    from pytest_xla_dynamo.gating import (
+        cases_from_records,
+        compare,
+        read_expected,
+        render_markdown,
+        timing_from_records,
+    )
+    from pytest_xla_dynamo.gating.expected import ExpectedFileError
+    from pytest_xla_dynamo.gating.render import terminal_lines, verdict_line
+    from pytest_xla_dynamo.report import write_reports
+    from pytest_xla_dynamo.report.writer import FILE_FORMATS
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_xla_dynamo merge", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for the merged report set")
+    parser.add_argument("--expected", type=Path, help="expected-results CSV: one gate verdict over all shards")
+    parser.add_argument("--summary", type=Path, help="write the Markdown summary to FILE")
+    parser.add_argument("--formats", default=",".join(DEFAULT_FORMATS), help="comma list of csv,json,png")
+    parser.add_argument("--strict-improved", action="store_true", help="fail on IMPROVED cases too")
+    parser.add_argument("shards", nargs="+", type=Path, metavar="SHARD_DIR", help="a shard's --xla-report-dir")
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return 4 if exc.code else 0
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    bad = [f for f in formats if f not in FILE_FORMATS]
+    if bad:
+        return _error(f"--formats: invalid value {','.join(bad)!r}; valid: {', '.join(FILE_FORMATS)}")
+    try:
+        shards = [read_shard(folder) for folder in args.shards]
+        check_shards(shards)
+        if args.expected is not None and not args.expected.is_file():
+            raise MergeError(f"--expected: no such file {str(args.expected)!r}")
+        expected = read_expected(args.expected) if args.expected is not None else None
+    except (MergeError, ExpectedFileError) as exc:
+        return _error(str(exc))
+    records = merge_records(shards)
+    print(f"xla-dynamo merge: {len(records)} records from {len(shards)} shards "
+          f"({', '.join(f'{s.folder}: {len(s.records)}' for s in shards)})")
+    for line in table_lines(records):
+        print(line)
+    lines, errors = write_reports(records, formats, args.out, merged_environment(shards),
+                                  baseline=_timing_setting(records, "baseline"))
+    for line in lines:
+        print(line)
+    for line in errors:
+        print(f"ERROR: {line}")
+    run_cases = cases_from_records(records)
+    result = None
+    if expected is not None:
+        result = compare(expected, run_cases, timing=timing_from_records(records))
+        for text, _ in terminal_lines(result, updating=False, strict_improved=args.strict_improved):
+            print(text)
+        verdict = verdict_line(result, updating=False, strict_improved=args.strict_improved)
+        if verdict is not None:
+            print(verdict[0])
+    if args.summary is not None:
+        text = render_markdown(result, run_cases, expected_path=args.expected, strict_improved=args.strict_improved,
+                               shard_line=f"merged from {len(shards)} shards")
+        atomic_write_text(args.summary, text + "\n")
+        print(f"xla-dynamo merge: summary written to {args.summary}")
+    if errors:
+        return 1
+    return 1 if result is not None and result.failed(args.strict_improved) else 0
+
+
+def _error(message: str) -> int:
+    import sys
+
+    print(f"ERROR: {message}", file=sys.stderr)
+    return 4

@@ -1,0 +1,173 @@
+"""Comparing a backend's tensors with eager's: the tolerance of a case, one tensor, and a whole step.
+
+Every tensor of a step is compared (loss, outputs, gradients, parameters, buffers, in that order) with
+``torch._dynamo.utils.same`` against an fp64 reference, as pytorch's benchmark harness does
+(``torch.testing.assert_close`` where a test sets ``xla_tolerance(atol=, rtol=)``). What diverges is
+kept whole, as :class:`Divergence` entries, so that a known divergence (a BatchNorm buffer) cannot hide
+a new one (a gradient at step 2): :func:`divergence_lines` reports them grouped, first divergence first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.config import XlaConfig
+
+if TYPE_CHECKING:
+    import torch
+
+    from pytest_xla_dynamo.cases import TensorSet
+
+DEFAULT_TOLERANCE = 1e-4  # pytorch benchmarks/dynamo torchbench.py default for float32
+#: the groups of a step's tensors, in the harness's order
+GROUPS = ("loss", "outputs", "grads", "params", "buffers")
+_PREFIXES = (("grad ", "grads"), ("param ", "params"), ("buffer ", "buffers"), ("output", "outputs"))
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """``tol`` for ``same()``; or ``atol``/``rtol`` for ``torch.testing.assert_close``."""
+
+    tol: float = DEFAULT_TOLERANCE
+    atol: float | None = None
+    rtol: float | None = None
+    source: str = "default"
+
+    def describe(self) -> str:
+        if self.atol is not None or self.rtol is not None:
+            return f"assert_close(atol={self.atol}, rtol={self.rtol}) [{self.source}]"
+        return f"same(tol={self.tol:g}) [{self.source}]"
+
+
+def tolerance_for(spec: zoo.ModelSpec, xcfg: XlaConfig, marker: Mapping[str, float] | None = None) -> Tolerance:
+    """The tolerance of a case: the ``xla_tolerance`` marker's (validated at collection), else
+    ``--xla-tolerance``, else the model's, else the default."""
+    if marker:
+        if "tol" in marker:
+            return Tolerance(tol=float(marker["tol"]), source="marker")
+        return Tolerance(atol=float(marker["atol"]), rtol=float(marker["rtol"]), source="marker")
+    if xcfg.tolerance is not None:
+        return Tolerance(tol=xcfg.tolerance, source="--xla-tolerance")
+    if spec.tolerance is not None:
+        return Tolerance(tol=spec.tolerance, source=f"model: {spec.tolerance_reason}")
+    return Tolerance()
+
+
+def group_of(tensor: str) -> str:
+    """The group (one of :data:`GROUPS`) of a tensor name as :func:`pytest_xla_dynamo.cases.collect` names it."""
+    if tensor == "loss":
+        return "loss"
+    return next((group for prefix, group in _PREFIXES if tensor.startswith(prefix)), "outputs")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """One tensor of one step beyond the tolerance: ``problem`` says by how much (with the numbers)."""
+
+    step: int
+    tensor: str
+    problem: str
+    max_abs_err: float = math.nan
+
+    @property
+    def group(self) -> str:
+        return group_of(self.tensor)
+
+    @property
+    def message(self) -> str:
+        return f"step {self.step}, {self.problem}"
+
+    def to_dict(self) -> dict[str, Any]:
+        err = None if math.isnan(self.max_abs_err) else self.max_abs_err
+        return {"step": self.step, "tensor": self.tensor, "group": self.group, "max_abs_err": err,
+                "problem": self.problem}
+
+
+def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    import torch
+
+    return float(torch.sqrt(torch.mean(torch.square(a.double() - b.double()))))
+
+
+def max_abs_err(ref: torch.Tensor, res: torch.Tensor) -> float:
+    """max |res - ref| (nan where shapes differ or the tensors are empty)."""
+    if ref.shape != res.shape or not ref.numel():
+        return math.nan
+    return float((res.double() - ref.double()).abs().max())
+
+
+def compare_tensor(name: str, ref: torch.Tensor, res: torch.Tensor, fp64: torch.Tensor | None,
+                   tol: Tolerance) -> str | None:
+    """None when ``res`` matches ``ref``; else a message with the numbers."""
+    import torch
+    from torch._dynamo.utils import same
+
+    if ref.shape != res.shape or ref.dtype != res.dtype:
+        return f"{name}: shape {tuple(res.shape)} {res.dtype}, eager has {tuple(ref.shape)} {ref.dtype}"
+    if not (ref.is_floating_point() or ref.is_complex()):
+        if torch.equal(ref, res):
+            return None
+        diff = int((ref != res).sum())
+        return f"{name}: {diff} of {ref.numel()} integer elements differ"
+    err = max_abs_err(ref, res) if ref.numel() else 0.0
+    if tol.atol is not None or tol.rtol is not None:
+        try:
+            torch.testing.assert_close(res, ref, atol=tol.atol, rtol=tol.rtol, equal_nan=True)
+        except AssertionError as exc:
+            first = str(exc).strip().splitlines()[0]
+            return f"{name}: max abs err {err:.1e} > atol {tol.atol:.0e} (rtol {tol.rtol:.0e}): {first}"
+        return None
+    if same(ref, res, fp64_ref=fp64, tol=tol.tol, equal_nan=True, log_error=lambda *a, **k: None):
+        return None
+    detail = ""
+    if fp64 is not None:
+        detail = (f"; rmse(fp64, res) {_rmse(fp64, res):.2e} vs rmse(fp64, eager) {_rmse(fp64, ref):.2e}")
+    return f"{name}: max abs err {err:.1e} > atol {tol.tol:.0e} (rtol {tol.tol:.0e}){detail}"
+
+
+def compare_step(step: int, ref: TensorSet, res: TensorSet, fp64: TensorSet | None,
+                 tol: Tolerance) -> list[Divergence]:
+    """Every diverging tensor of one step, in the harness's order (empty when all match)."""
+    found = [Divergence(step, name, f"{name}: missing in the backend's results") for name in ref if name not in res]
+    for name, ref_t in ref.items():
+        if name not in res:
+            continue
+        problem = compare_tensor(name, ref_t, res[name], fp64.get(name) if fp64 is not None else None, tol)
+        if problem is not None:
+            found.append(Divergence(step, name, problem, max_abs_err(ref_t, res[name])))
+    return found
+
+
+def _err(d: Divergence) -> str:
+    return "?" if math.isnan(d.max_abs_err) else f"{d.max_abs_err:.1e}"
+
+
+def divergence_lines(divergences: Sequence[Divergence], compared: int = 0, per_group: int = 4) -> list[str]:
+    """The divergences grouped (loss, outputs, grads, params, buffers), each group's worst first, with
+    the steps they were seen in, then the groups that match; ``compared``: tensors compared per step."""
+    if not divergences:
+        return []
+    steps = sorted({d.step for d in divergences})
+    where = f"step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps))}"
+    of = f"; {compared} compared per step" if compared else ""
+    first = divergences[0]
+    lines = [f"diverging tensors: {len(divergences)} ({where}{of}); first: step {first.step}, {first.tensor}"]
+    width = max(len(g) for g in GROUPS)
+    matching = [g for g in GROUPS if not any(d.group == g for d in divergences)]
+    for group in GROUPS:
+        members = [d for d in divergences if d.group == group]
+        if not members:
+            continue
+        worst = sorted(members, key=lambda d: -d.max_abs_err if not math.isnan(d.max_abs_err) else 0.0)
+        names = dict.fromkeys(d.tensor for d in worst)
+        shown = ", ".join(f"{n} ({_err(next(d for d in worst if d.tensor == n))})" for n in list(names)[:per_group])
+        more = f", +{len(names) - per_group} more" if len(names) > per_group else ""
+        at = sorted({d.step for d in members})
+        lines.append(f"  {group:<{width}}  {len(members)} at step {', '.join(map(str, at))}: {shown}{more}")
+    if matching:
+        lines.append(f"  {'match':<{width}}  {', '.join(matching)}")
+    return lines

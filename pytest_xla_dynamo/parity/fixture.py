@@ -1,0 +1,163 @@
+"""The ``xla_parity`` fixture's object: parity of zoo cases and of a user's own models, recorded and triaged.
+
+Every check is recorded (a :class:`~pytest_xla_dynamo.records.CaseRecord`) and raises unless it
+passes: the real exception for a case that did not run (so strict xfails with ``raises=`` match it),
+:class:`~pytest_xla_dynamo.parity.run.ParityError` for an accuracy failure. Before raising, the failure
+is triaged (:mod:`pytest_xla_dynamo.triage`): matched against the registry and, for an accuracy failure
+the registry does not already declare, localized to a module and checked against the graph-split
+diagnosis (``--xla-triage``). The triage rides on the test item to the report and into the record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.backends import Backend
+from pytest_xla_dynamo.engine import case_mode
+from pytest_xla_dynamo.parity.compare import tolerance_for
+from pytest_xla_dynamo.parity.run import PARITY_PHASE, EagerError, ParityError, ParityResult, run
+from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.repro import repro_command
+from pytest_xla_dynamo.triage import Triage, Where, remember, wants_deep_triage
+
+if TYPE_CHECKING:
+    import torch
+
+    from pytest_xla_dynamo.session import XlaSession
+
+MAX_RECORDED_DIVERGENCES = 200  # per record, in the JSON report
+
+
+class XlaParity:
+    """The ``xla_parity`` fixture: parity of zoo cases (``check_case``) and of a user's own models
+    (``training``, ``inference``); every check is recorded and raises unless it passes."""
+
+    def __init__(self, session: XlaSession, item: pytest.Item, default_backend: Callable[[], Backend],
+                 tolerance_marker: Mapping[str, float] | None = None) -> None:
+        self.session = session
+        self.item = item
+        self.engine = session.engine
+        self._default_backend = default_backend
+        self._tolerance_marker = tolerance_marker
+
+    def _triage(self, spec: zoo.ModelSpec, backend: Backend, mode: str, result: ParityResult, repro: str,
+                error: BaseException) -> Triage:
+        """The failure's triage: the registry match, and for an accuracy failure (where ``--xla-triage``
+        asks) the diverging module and the graph-split diagnosis."""
+        from pytest_xla_dynamo.known_issues import applied_issue
+        from pytest_xla_dynamo.parity.compare import divergence_lines
+        from pytest_xla_dynamo.versions import installed_versions
+
+        applied = applied_issue(self.item)
+        name = getattr(self.item, "originalname", None) or self.item.name
+        common: dict[str, Any] = {"nodeid": self.item.nodeid, "model": spec.name, "backend": backend.name,
+                                  "mode": mode, "status": result.status, "repro": repro,
+                                  "known": applied.entry.id if applied else "",
+                                  "known_action": applied.action if applied else ""}
+        triage = Triage.from_exception(error, test=name, **common)
+        if result.divergences:
+            first = result.divergences[0]
+            triage.where = Where("comparison", first.step, PARITY_PHASE, backend.name)
+            triage.divergence = divergence_lines(result.divergences, result.compared)
+        xcfg = self.session.xcfg
+        if result.status == "fail_accuracy" and result.step is not None and wants_deep_triage(xcfg.triage, applied):
+            from pytest_xla_dynamo.triage.graph_split import diagnose
+            from pytest_xla_dynamo.triage.localize import localize
+
+            buffers = [t for t in triage.diverging if t.startswith("buffer ")]
+            patches = self.engine.patch_names(spec)
+            triage.localization = localize(self.engine, spec, backend, mode, result.tolerance, result.step,
+                                           buffers, patches)
+            triage.graph_split = diagnose(self.engine, spec, backend, mode, result.tolerance, result)
+        registry = self.session.known_issues
+        return triage.analyze(registry if registry is not None else (), installed_versions())
+
+    def _finish(self, spec: zoo.ModelSpec, backend: Backend, mode: str, result: ParityResult,
+                check: bool) -> ParityResult:
+        __tracebackhide__ = True
+        from pytest_xla_dynamo.known_issues import applied_issue
+
+        xcfg = self.session.xcfg
+        applied = applied_issue(self.item)
+        known = applied.entry.id if applied is not None and applied.action == "xfail" else ""
+        repro = repro_command(self.item.nodeid, xcfg, backend.name, registry_off=bool(known),
+                              prefix=self.session.repro_prefix)
+        extra: dict[str, Any] = {"tolerance": result.tolerance.describe(), "runs": result.runs,
+                                 "tensor": result.tensor, "max_abs_err": result.max_abs_err, "step": result.step}
+        error = None if result.ok else self._error(result, repro)
+        if error is not None and xcfg.triage != "off":
+            triage = self._triage(spec, backend, mode, result, repro, error)
+            remember(self.item, triage)
+            extra["triage"] = triage.to_dict()
+        if result.divergences:
+            extra["divergences"] = [d.to_dict() for d in result.divergences[:MAX_RECORDED_DIVERGENCES]]
+            extra["divergences_total"] = len(result.divergences)
+        self.session.record(self.item, CaseRecord(
+            suite="parity", name=spec.name, backend=backend.name, mode=mode, status=result.status,
+            repro=repro, message=result.message, dev=backend.device_kind, batch_size=spec.batch(xcfg.tier),
+            tier=xcfg.tier, flaky=result.flaky, compiles=result.compiles, known_issue=known, extra=extra))
+        if check and error is not None:
+            raise error  # for a case that did not run, the real error, so strict xfail raises= can match it
+        return result
+
+    @staticmethod
+    def _error(result: ParityResult, repro: str) -> BaseException:
+        """What a failing check raises: the backend's (or eager's) own exception, else EagerError or
+        ParityError with the status, the divergences and the repro command."""
+        if result.exception is not None:
+            return result.exception
+        text = f"{result.status}: {result.message}\nreproduce: {repro}"
+        if result.status.startswith("eager"):
+            return EagerError(text)
+        return ParityError(text, result.divergences)
+
+    def check_case(self, spec: zoo.ModelSpec, backend: Backend, mode: str | None = None,
+                   check: bool = True) -> ParityResult:
+        """Run a zoo case (shared prepared models) and record its status; raise unless it passes.
+        ``mode`` defaults to the test's ``xla_mode`` marker."""
+        __tracebackhide__ = True
+        mode = case_mode(self.item, mode)
+        if not backend.supports(mode):
+            raise pytest.UsageError(f"backend {backend.name} does not support mode {mode!r}")
+        tol = tolerance_for(spec, self.session.xcfg, self._tolerance_marker)
+        result = run(self.engine, spec, backend, mode, tol)
+        return self._finish(spec, backend, mode, result, check)
+
+    def _user(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor],
+              backend: Backend | str | None, mode: str, loss: Callable[[Any], torch.Tensor] | None,
+              name: str | None, check: bool, steps: int | None) -> ParityResult:
+        __tracebackhide__ = True
+        if backend is None:
+            backend = self._default_backend()
+        if isinstance(backend, str):
+            backend = self.session.backends.get(backend)
+        frozen_inputs = tuple(t.detach().clone() for t in inputs)
+        batch = int(frozen_inputs[0].shape[0]) if frozen_inputs and frozen_inputs[0].dim() else 1
+        spec = zoo.ModelSpec(
+            name=name or str(getattr(model_factory, "__name__", "user_model")), source="user",
+            build_model=lambda tier: model_factory(), build_inputs=lambda tier, bs: frozen_inputs,
+            batch_size={"small": batch, "full": batch})
+        if loss is not None:
+            spec = dataclasses.replace(spec, loss=loss)
+        tol = tolerance_for(spec, self.session.xcfg, self._tolerance_marker)
+        result = run(self.engine, spec, backend, mode, tol, shared=False, steps=steps)
+        return self._finish(spec, backend, mode, result, check)
+
+    def training(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor], *,
+                 backend: Backend | str | None = None, loss: Callable[[Any], torch.Tensor] | None = None,
+                 name: str | None = None, steps: int | None = None, check: bool = True) -> ParityResult:
+        """Training parity of ``model_factory()`` on ``inputs`` (raises ParityError unless it passes)."""
+        __tracebackhide__ = True
+        return self._user(model_factory, inputs, backend, "train", loss, name, check, steps)
+
+    def inference(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor], *,
+                  backend: Backend | str | None = None, name: str | None = None,
+                  check: bool = True) -> ParityResult:
+        """Inference parity of ``model_factory()`` on ``inputs``."""
+        __tracebackhide__ = True
+        return self._user(model_factory, inputs, backend, "infer", None, name, check, None)

@@ -1,0 +1,198 @@
+"""Known-issue matching for failures nobody declared: which registry entry a failure looks like.
+
+A :class:`Failure` is what a failing case showed: its exception's classes and message, the stage, the
+kind (``error`` for a case that did not run, ``wrong_result`` for an accuracy failure), the backend and
+mode, and for accuracy failures the diverging tensors. :func:`match_failure` compares it with every
+entry of the registry, built-in and downstream: the exception class and the entry's ``match`` regex
+must agree, and the entry's kind, backends and modes must admit it; its ``diverging`` globs say whether
+it explains every diverging tensor. The entry's ``tests`` and ``models`` only say where it was seen, so
+they do not exclude a downstream model. :func:`declare_snippet` and :func:`new_entry_snippet` give the
+marker and the TOML a person pastes. No torch here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_xla_dynamo.known_issues.registry import KnownIssue
+
+#: the harness status of a failing case -> the registry kind it corresponds to
+STATUS_KINDS = {"fail_accuracy": "wrong_result", "eager_two_runs_differ": "wrong_result",
+                "fail_graph": "graph_break"}
+
+
+def kind_of(status: str) -> str:
+    """The registry kind of a harness status (``error`` for anything that did not run)."""
+    return STATUS_KINDS.get(status, "error")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a failing case showed, as the registry describes problems."""
+
+    exc_names: tuple[str, ...]  # class names along the MRO, plain and dotted (stages.class_names)
+    message: str
+    kind: str = "error"  # "" when unknown (a test outside the engines): any kind may match
+    stage: str = ""
+    backend: str = ""
+    mode: str = ""
+    model: str = ""
+    test: str = ""
+    diverging: tuple[str, ...] = ()  # diverging tensor names, first divergence first
+
+    @property
+    def exc_type(self) -> str:
+        """The exception's dotted class name (``builtins.`` dropped)."""
+        dotted = next((n for n in self.exc_names if "." in n), self.exc_names[0] if self.exc_names else "Exception")
+        return dotted.removeprefix("builtins.")
+
+    @property
+    def first_line(self) -> str:
+        return next((line.strip() for line in self.message.splitlines() if line.strip()), "")
+
+
+@dataclass(frozen=True)
+class Match:
+    """A registry entry a failure matches; ``unexplained``: diverging tensors its ``diverging`` globs
+    do not cover (a partial match); ``affected``: whether the installed versions are recorded as affected."""
+
+    entry: KnownIssue
+    affected: bool = True
+    unexplained: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def full(self) -> bool:
+        return not self.unexplained
+
+    def line(self) -> str:
+        """``matches known issue <id>: <title> <link>``, with what is partial or fixed about it."""
+        entry = self.entry
+        text = f"matches known issue {entry.id}: {entry.title}" + (f" {entry.url}" if entry.url else "")
+        if self.unexplained:
+            shown = ", ".join(self.unexplained[:4]) + (f", +{len(self.unexplained) - 4} more"
+                                                       if len(self.unexplained) > 4 else "")
+            text += f"\n  only in part: it covers {', '.join(entry.diverging)}, not {shown} (a new problem?)"
+        if not self.affected:
+            text += (f"\n  recorded as not affecting the installed versions (affects = {dict(entry.affects)}): "
+                     "back again?")
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.entry.id, "title": self.entry.title, "url": self.entry.url, "full": self.full,
+                "unexplained": list(self.unexplained), "affected": self.affected, "reasons": list(self.reasons)}
+
+
+def _raises_ok(entry: KnownIssue, failure: Failure) -> bool:
+    wanted = entry.raises.strip()
+    if not wanted:
+        return False
+    names = set(failure.exc_names)
+    return wanted in names or f"builtins.{wanted}" in names
+
+
+def match_failure(entries: Iterable[KnownIssue], failure: Failure) -> list[Match]:
+    """The entries ``failure`` matches, best first: full matches before partial ones, entries that
+    affect the installed versions before fixed ones, then registry order."""
+    found: list[tuple[tuple[int, int, int], Match]] = []
+    for order, entry in enumerate(entries):
+        if entry.kind == "crash" or not entry.match or (failure.kind and entry.kind != failure.kind):
+            continue  # crashes are judged by the isolation plugin; a match needs a message pattern
+        if not _raises_ok(entry, failure):
+            continue
+        if not re.search(entry.match, failure.message):
+            continue
+        if entry.backends and failure.backend and failure.backend not in entry.backends:
+            continue
+        if entry.modes and failure.mode and failure.mode not in entry.modes:
+            continue
+        reasons = [f"{entry.raises} matching {entry.match!r}", f"kind {entry.kind}"]
+        if entry.backends:
+            reasons.append(f"backend {failure.backend}")
+        unexplained = tuple(entry.unexplained(failure.diverging))
+        affected = entry.affected()
+        match = Match(entry, affected, unexplained, tuple(reasons))
+        found.append(((0 if match.full else 1, 0 if affected else 1, order), match))
+    return [m for _, m in sorted(found, key=lambda pair: pair[0])]
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, str):
+        if "'" not in value and "\n" not in value:
+            return f"'{value}'"  # a literal string: regexes stay readable
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return str(value)
+
+
+def _toml(fields: Sequence[tuple[str, Any]]) -> list[str]:
+    return ["[[issue]]", *(f"{name} = {_toml_value(value)}" for name, value in fields if value not in ("", [], (), {}))]
+
+
+def declare_snippet(match: Match, failure: Failure) -> list[str]:
+    """How to declare that the failing test is ``match``'s issue: the marker (the registry's entry as
+    it is) or, in a ``--xla-known-issues-file``, the entry with this test and model added."""
+    e = match.entry
+    lines = [f"declare it: @pytest.mark.xla_known_issue({e.id!r}) on {failure.test or 'the test'}, or in a "
+             "--xla-known-issues-file:"]
+    tests = sorted({*e.tests, failure.test} - {""})
+    models = sorted({*e.models, failure.model} - {""}) if e.models else []
+    lines += _toml([("id", e.id), ("title", e.title), ("url", e.url), ("kind", e.kind), ("affects", dict(e.affects)),
+                    ("raises", e.raises), ("match", e.match), ("tests", tests), ("backends", list(e.backends)),
+                    ("modes", list(e.modes)), ("models", models), ("diverging", list(e.diverging))])
+    return lines
+
+
+def _slug(*parts: str) -> str:
+    text = "-".join(p for p in parts if p)
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "new-problem"
+
+
+_NUMBER = re.compile(r"(0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
+
+
+def message_pattern(first_line: str, limit: int = 80) -> str:
+    """A regex for a message's first line: cut at ``limit``, escaped, numbers and addresses generalized."""
+    parts = _NUMBER.split(first_line.strip()[:limit])
+    out = []
+    for index, part in enumerate(parts):
+        if index % 2 == 0:
+            out.append(re.escape(part).replace("\\ ", " "))
+        else:
+            out.append(r"0x[0-9a-f]+" if part.startswith("0x") else r"[\d.e+-]+")
+    return "".join(out)
+
+
+def diverging_globs(tensors: Sequence[str], exact: int = 5) -> list[str]:
+    """Globs for a new entry's ``diverging``: the names themselves when few, else one glob per group and
+    attribute (``buffer *.running_var``)."""
+    names = list(dict.fromkeys(tensors))
+    if len(names) <= exact:
+        return names
+    return list(dict.fromkeys(f"{n.split(' ', 1)[0]} *.{n.rsplit('.', 1)[-1]}" if " " in n else n for n in names))
+
+
+def new_entry_snippet(failure: Failure, versions: dict[str, str | None]) -> list[str]:
+    """A ``local:`` entry for a failure no entry matches (a TOML for ``--xla-known-issues-file``)."""
+    issue_id = "local:" + _slug(failure.model, failure.stage.replace(" ", "-"), failure.exc_type.rsplit(".", 1)[-1])
+    affects = {dist: f">={v.split('+')[0]}" for dist, v in versions.items() if v and dist in ("torch", "torch_xla")}
+    diverging = diverging_globs(failure.diverging)
+    lines = ["a new entry for a --xla-known-issues-file (search upstream first; write a minimal reproducer):"]
+    kind = failure.kind or ("wrong_result" if "AssertionError" in failure.exc_names else "error")
+    title = failure.first_line[:100]
+    if failure.diverging:
+        title = (f"{failure.model or 'the model'} diverges from eager on {failure.backend or 'the backend'}"
+                 f" (first: {failure.diverging[0]})")
+    lines += _toml([("id", issue_id), ("title", title), ("kind", kind),
+                    ("affects", affects), ("raises", failure.exc_type), ("match", message_pattern(failure.first_line)),
+                    ("tests", [failure.test] if failure.test else []),
+                    ("backends", [failure.backend] if failure.backend else []),
+                    ("modes", [failure.mode] if failure.mode else []),
+                    ("models", [failure.model] if failure.model else []), ("diverging", diverging)])
+    return lines

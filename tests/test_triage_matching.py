@@ -1,0 +1,149 @@
+"""Known-issue matching of undeclared failures (pure): exception class and message, kind, backend and mode
+filters, diverging-tensor globs (full and partial matches), fixed entries, and snippets that parse back
+into valid registry entries."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+from pytest_xla_dynamo.known_issues.registry import BUILTIN_FILE, KnownIssue, load_file, parse_entry
+from pytest_xla_dynamo.triage.matching import (
+    Failure,
+    declare_snippet,
+    diverging_globs,
+    kind_of,
+    match_failure,
+    message_pattern,
+    new_entry_snippet,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+BN_MESSAGE = "step 1, buffer bn1.running_var: max abs err 1.2e-03 > atol 1e-04 (rtol 1e-04)"
+
+
+def entry(**fields: object) -> KnownIssue:
+    data: dict[str, object] = {"id": "local:x", "title": "x", "kind": "error", "raises": "RuntimeError",
+                               "match": "boom"}
+    data.update(fields)
+    return parse_entry(data, source="test")
+
+
+def failure(**fields: object) -> Failure:
+    data: dict[str, object] = {"exc_names": ("RuntimeError", "builtins.RuntimeError", "Exception"),
+                               "message": "boom at layer 3", "kind": "error", "backend": "trace_once",
+                               "mode": "train", "model": "mine", "test": "test_mine", "stage": "backward"}
+    data.update(fields)
+    return Failure(**data)  # type: ignore[arg-type]
+
+
+def test_matches_on_class_and_message_not_on_test_or_model() -> None:
+    e = entry(tests=["test_other"], models=["resnet18"])
+    (m,) = match_failure([e], failure())
+    assert m.entry is e and m.full and m.affected
+    assert "matches known issue local:x: x" in m.line()
+
+
+@pytest.mark.parametrize("fields", [
+    {"exc_names": ("ValueError", "builtins.ValueError")},  # another class
+    {"message": "something else"},  # the regex does not match
+    {"backend": "trace_everytime"},  # filtered out by backends
+    {"mode": "infer"},  # filtered out by modes
+    {"kind": "wrong_result"},  # another kind
+])
+def test_no_match(fields: dict[str, object]) -> None:
+    e = entry(backends=["trace_once"], modes=["train"])
+    assert match_failure([e], failure(**fields)) == []
+
+
+def test_entries_without_pattern_or_crashes_never_match() -> None:
+    no_pattern = entry(match="")
+    crash = parse_entry({"id": "local:c", "title": "c", "kind": "crash", "match": "boom"}, source="t")
+    assert match_failure([no_pattern, crash], failure()) == []
+
+
+def test_unknown_kind_matches_any_kind() -> None:
+    e = entry(kind="cpu_fallback", raises="AssertionError")
+    f = failure(exc_names=("AssertionError",), kind="")
+    assert [m.entry for m in match_failure([e], f)] == [e]
+
+
+def test_diverging_globs_full_and_partial() -> None:
+    bn = entry(kind="wrong_result", raises="AssertionError", match="running_var", diverging=["buffer *running_var"])
+    only_bn = failure(exc_names=("ParityError", "AssertionError"), message=BN_MESSAGE, kind="wrong_result",
+                      diverging=("buffer bn1.running_var", "buffer layer1.0.bn1.running_var"))
+    (m,) = match_failure([bn], only_bn)
+    assert m.full
+    more = failure(exc_names=("ParityError", "AssertionError"), message=BN_MESSAGE, kind="wrong_result",
+                   diverging=("buffer bn1.running_var", "grad fc.weight"))
+    (m,) = match_failure([bn], more)
+    assert not m.full and m.unexplained == ("grad fc.weight",)
+    assert "only in part" in m.line() and "grad fc.weight" in m.line()
+
+
+def test_order_full_before_partial_and_affected_before_fixed() -> None:
+    fixed = entry(id="local:fixed", affects={"torch": "<1.0"})
+    partial = entry(id="local:partial", kind="wrong_result", raises="AssertionError", match="running_var",
+                    diverging=["buffer *"])
+    full = entry(id="local:full", kind="wrong_result", raises="AssertionError", match="running_var")
+    f = failure(exc_names=("AssertionError",), message=BN_MESSAGE, kind="wrong_result", diverging=("grad w",))
+    assert [m.entry.id for m in match_failure([partial, full], f)] == ["local:full", "local:partial"]
+    g = failure()
+    (m,) = match_failure([fixed], g)
+    assert not m.affected and "back again?" in m.line()
+
+
+def _toml_entry(lines: list[str]) -> KnownIssue:
+    data = tomllib.loads("\n".join(lines[1:]))
+    (raw,) = data["issue"]
+    return parse_entry(raw, source="snippet")
+
+
+def test_declare_snippet_parses_and_adds_the_test() -> None:
+    e = entry(tests=["test_other"], models=["resnet18"], match='INTERNAL ASSERT FAILED at "[^"]*engine\\.cpp"')
+    f = failure(message='x INTERNAL ASSERT FAILED at "/a/engine.cpp":1539')
+    (m,) = match_failure([e], f)
+    lines = declare_snippet(m, f)
+    assert lines[0].startswith("declare it: @pytest.mark.xla_known_issue('local:x') on test_mine")
+    parsed = _toml_entry(lines)
+    assert parsed.match == e.match and parsed.tests == ("test_mine", "test_other")
+    assert parsed.models == ("mine", "resnet18")
+
+
+def test_new_entry_snippet_is_a_valid_entry_matching_the_failure() -> None:
+    f = failure(message="Expected XLA tensor. Got: XLALongType at 0x7f3a2c 12 times, 3.5e-04 off")
+    lines = new_entry_snippet(f, {"torch": "2.9.0+cpu", "torch_xla": "2.9.0", "torchvision": "0.24.0"})
+    assert lines[0].startswith("a new entry for a --xla-known-issues-file")
+    parsed = _toml_entry(lines)
+    assert parsed.id == "local:mine-backward-runtimeerror"
+    assert dict(parsed.affects) == {"torch": ">=2.9.0", "torch_xla": ">=2.9.0"}
+    assert parsed.raises == "RuntimeError" and parsed.kind == "error"
+    assert (parsed.tests, parsed.backends, parsed.modes, parsed.models) == (
+        ("test_mine",), ("trace_once",), ("train",), ("mine",))
+    other = failure(message="Expected XLA tensor. Got: XLALongType at 0x99 7 times, 1e-2 off")
+    assert [m.entry.id for m in match_failure([parsed], other)] == [parsed.id]
+
+
+def test_message_pattern_generalizes_numbers() -> None:
+    pattern = message_pattern('size 4 vs 0 at "x.cpp":12 (1.5e-03)')
+    assert re.search(pattern, 'size 8 vs 1 at "x.cpp":99 (2.0e-01)')
+    assert not re.search(pattern, "size x vs 1")
+
+
+def test_diverging_globs_and_kinds() -> None:
+    assert diverging_globs(["buffer a.running_var"]) == ["buffer a.running_var"]
+    many = [f"buffer l{i}.running_var" for i in range(6)] + ["grad fc.weight"]
+    assert diverging_globs(many) == ["buffer *.running_var", "grad *.weight"]
+    assert kind_of("fail_accuracy") == "wrong_result" and kind_of("fail_to_run") == "error"
+
+
+def test_builtin_zoo_entry_covers_only_running_var() -> None:
+    (zoo_entry,) = [e for e in load_file(BUILTIN_FILE) if e.id == "local:xla-batchnorm-biased-running-var:zoo"]
+    assert zoo_entry.unexplained(["buffer bn1.running_var", "buffer layer1.0.bn2.running_var"]) == []
+    assert zoo_entry.unexplained(["buffer bn1.running_var", "grad conv1.weight"]) == ["grad conv1.weight"]
