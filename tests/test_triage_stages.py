@@ -59,7 +59,7 @@ def test_compile_part_by_class_name(exc: BaseException, part: str) -> None:
 def test_describe_and_class_names() -> None:
     where = Where("backward", 1, "warm-up", "trace_once")
     assert where.describe() == "backward of warm-up step 1 on trace_once"
-    assert where.describe(BackendCompilerFailed("x")) == (
+    assert where.describe(compile_part(BackendCompilerFailed("x"))) == (
         "backward of warm-up step 1 on trace_once, during the dynamo backend's compile")
     assert Where("build", phase="eager reference").describe() == "build (eager reference)"
     names = class_names(BackendCompilerFailed("x"))

@@ -91,8 +91,7 @@ class Triage:
     def stage_text(self) -> str:
         if self.where is None:
             return f"not in a case step ({self.compile_part})" if self.compile_part else "not in a case step"
-        text = self.where.describe()
-        return f"{text}, during {self.compile_part}" if self.compile_part else text
+        return self.where.describe(self.compile_part)
 
     def error_lines(self) -> list[str]:
         lines = [line for line in self.message.strip().splitlines() if line.strip()]

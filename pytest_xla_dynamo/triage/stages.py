@@ -35,8 +35,9 @@ class Where:
     phase: str = ""
     backend: str = ""
 
-    def describe(self, exc: BaseException | None = None) -> str:
-        """``backward of warm-up step 1 on trace_once``, with the compile named where it was one."""
+    def describe(self, during: str = "") -> str:
+        """``backward of warm-up step 1 on trace_once``, with ``during`` (:func:`compile_part`) where the
+        exception came from a compile."""
         text = self.stage
         if self.step is not None:
             text += f" of {self.phase + ' ' if self.phase else ''}step {self.step}"
@@ -44,7 +45,6 @@ class Where:
             text += f" ({self.phase})"
         if self.backend:
             text += f" on {self.backend}"
-        during = compile_part(exc) if exc is not None else ""
         return f"{text}, during {during}" if during else text
 
     def to_dict(self) -> dict[str, Any]:
