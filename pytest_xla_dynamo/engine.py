@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo import patches, zoo
 from pytest_xla_dynamo.backends import Backend, BackendRegistry
 from pytest_xla_dynamo.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
 from pytest_xla_dynamo.config import MODES, XlaConfig
@@ -66,8 +66,22 @@ class CaseEngine:
         __tracebackhide__ = True
         with stage("build", backend=key.backend):
             model = build_model(spec, key.tier, key.seed, key.patches)
+            self._check_dropout_flag(spec, model, key)
             inputs = build_inputs(spec, key.tier, key.seed, key.randomize_input)
         return model, inputs
+
+    def _check_dropout_flag(self, spec: zoo.ModelSpec, model: torch.nn.Module, key: CaseKey) -> None:
+        """A model with random modules left in by a spec saying it has none would fail parity for the
+        zoo's mistake (eager and XLA draw different masks): refuse it, naming the modules and the fix."""
+        if spec.has_dropout or self.xcfg.dropout != "identity" or "dropout_to_identity" in key.patches:
+            return
+        found = patches.random_modules(model)
+        if found:
+            shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+            raise ValueError(f"model {spec.name!r} says has_dropout=False, but at the {key.tier} tier it draws "
+                             f"random numbers in training: {shown}; eager and XLA would draw different masks. "
+                             "Declare has_dropout=True in its spec (the dropout patch then switches them off), "
+                             "or build it with rate 0")
 
     def fresh(self, spec: zoo.ModelSpec, backend: Backend, mode: str,
               extra_patches: Sequence[str] = ()) -> PreparedCase:

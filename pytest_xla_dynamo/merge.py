@@ -38,22 +38,16 @@ class Shard:
 
 def read_shard(folder: Path) -> Shard:
     """The records of ``folder/xla-dynamo.jsonl`` (MergeError naming the folder when it is not there)."""
-    import json
-
-    from pytest_xla_dynamo.report import read_json
+    from pytest_xla_dynamo.report import read_report
 
     path = folder / JSON_NAME if folder.is_dir() else folder
     if not path.is_file():
         raise MergeError(f"{folder}: no {JSON_NAME}; run each shard with --xla-report=json "
                          "(and --xla-report-dir=<its folder>)")
     try:
-        records = read_json(path)
+        records, environment = read_report(path)
     except ValueError as exc:
         raise MergeError(str(exc)) from None
-    environment: dict[str, Any] = {}
-    first = next((line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()), "")
-    if first.startswith("{"):
-        environment = dict(json.loads(first).get("environment") or {})
     return Shard(path.parent, records, environment)
 
 

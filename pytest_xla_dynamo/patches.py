@@ -133,6 +133,22 @@ def is_stochastic_depth(module: Any) -> bool:
     return attr is not None and float(getattr(module, attr, 0.0) or 0.0) > 0.0
 
 
+def random_modules(model: torch.nn.Module) -> list[str]:
+    """The submodules of ``model`` that draw random numbers in training, as ``"name (Class p=...)"``: every
+    ``nn.Dropout*`` with ``p > 0`` and every stochastic depth with a drop rate > 0 (what
+    ``dropout_to_identity`` switches off; the same modules with a rate of 0 are deterministic)."""
+    from torch.nn.modules.dropout import _DropoutNd
+
+    found = []
+    for name, module in model.named_modules():
+        if isinstance(module, _DropoutNd) and float(module.p) > 0.0:
+            found.append(f"{name or '(model)'} ({type(module).__name__} p={module.p:g})")
+        elif is_stochastic_depth(module):
+            rate = float(getattr(module, _STOCHASTIC_DEPTH[type(module).__name__]))
+            found.append(f"{name or '(model)'} ({type(module).__name__} p={rate:g})")
+    return found
+
+
 def _dropout_rewrite(module: Any) -> Any | None:
     from torch.nn.modules import dropout  # the original classes, also while the class level is patched
 

@@ -368,3 +368,38 @@ def test_batchnorm_small_map_step2_grad_drift(xla_device: Any) -> None:
     assert ratio <= 2.0, (
         f"step-2 {name}: XLA is {ratio:.1f}x further from fp64 than eager "
         f"(rmse {rmse(xla):.2e} vs {rmse(eager):.2e}; same() allows 2x)")
+
+
+# --- found by the broad zoo (issue 16) ---------------------------------------------------------
+
+
+def test_slice_negative_start_beyond_size_clamps_like_eager(xla_device: Any) -> None:
+    """local:xla-slice-negative-start-out-of-range: ``x[:, -4095:]`` on a dimension of 32 (what transformers'
+    sliding-window cache does with a short sequence: ``keys[:, :, -sliding_window + 1:, :]``). Eager clamps
+    the start and returns the whole dimension; lazy XLA raises."""
+    x = torch.arange(32.0).reshape(1, 32)
+    got = x.to(xla_device)[:, -4095:]
+    torch.testing.assert_close(got.cpu(), x[:, -4095:])
+
+
+def test_padding_check_executes_no_lazy_graph(xla_device: Any) -> None:
+    """local:transformers-padding-check-lazy-execution: a transformers encoder's forward on lazy XLA
+    tensors, no attention mask: ``warn_if_padding_and_no_attention_mask`` reads two input ids on the host
+    (``pad_token_id in input_ids[:, [-1, 0]]``), which executes a graph before the step's sync; under dynamo
+    (``is_tracing``) the check is skipped."""
+    transformers = pytest.importorskip("transformers")
+    met = _metrics()
+    config = transformers.DebertaV2Config(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                          intermediate_size=64, max_position_embeddings=16, pad_token_id=0)
+    torch.manual_seed(0)
+    model = transformers.DebertaV2Model(config).to(xla_device)
+    ids = torch.randint(1, 100, (2, 8)).to(xla_device)
+    _sync()
+    import torch_xla.core.xla_model as xm
+
+    xm.wait_device_ops()
+    before = (met.metric_data("ExecuteTime") or (0,))[0]
+    model(ids)
+    executed = (met.metric_data("ExecuteTime") or (0,))[0] - before
+    assert executed == 0, (f"DebertaV2Model's forward executed {executed} XLA graph(s) before torch_xla.sync() "
+                           "(transformers' padding check reads input_ids on the host)")

@@ -67,3 +67,45 @@ def test_for_test_adds_the_markers_to_the_session_patches() -> None:
 
 def test_torch_is_found() -> None:
     assert patches.torch_missing() is False
+
+
+def test_random_modules_lists_what_draws_random_numbers() -> None:
+    """Dropout and stochastic depth with a rate above 0, by name; the same modules at rate 0 are left out."""
+    from torch import nn
+
+    ops = pytest.importorskip("torchvision.ops")
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.0), nn.Dropout(0.25), nn.Sequential(nn.Dropout2d(0.5)),
+                          ops.StochasticDepth(0.1, "row"), ops.StochasticDepth(0.0, "row"))
+    assert patches.random_modules(model) == ["2 (Dropout p=0.25)", "3.0 (Dropout2d p=0.5)",
+                                             "4 (StochasticDepth p=0.1)"]
+    assert patches.random_modules(nn.Dropout(0.1)) == ["(model) (Dropout p=0.1)"]
+    assert patches.random_modules(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.0))) == []
+
+
+@pytest.mark.parametrize("has_dropout", [False, True])
+def test_engine_refuses_a_spec_hiding_its_dropout(has_dropout: bool) -> None:
+    """A spec saying has_dropout=False for a model with Dropout(p>0) is the zoo's mistake, said at build
+    time; declared, the dropout patch switches the module off."""
+    from torch import nn
+
+    from pytest_xla_dynamo.backends import default_registry
+    from pytest_xla_dynamo.config import XlaConfig
+    from pytest_xla_dynamo.engine import CaseEngine
+    from pytest_xla_dynamo.zoo.table import make_spec
+
+    def build(tier: str) -> Any:
+        return nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.3))
+
+    def inputs(tier: str, batch: int) -> Any:
+        return (torch.ones(batch, 2),)
+
+    spec = make_spec("hidden_dropout", "user", build_model=build, build_inputs=inputs, batch=(2, 2),
+                     has_dropout=has_dropout, tolerance=None, requires=(), description="a linear layer and a dropout")
+    engine = CaseEngine(XlaConfig(), default_registry())
+    key = engine.key(spec, engine.eager, "train")
+    if has_dropout:
+        model, _ = engine.build(key, spec)
+        assert patches.random_modules(model) == []
+    else:
+        with pytest.raises(ValueError, match=r"'hidden_dropout' says has_dropout=False.*1 \(Dropout p=0\.3\)"):
+            engine.build(key, spec)

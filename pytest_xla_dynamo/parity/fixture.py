@@ -88,7 +88,8 @@ class XlaParity:
         repro = repro_command(self.item.nodeid, xcfg, backend.name, registry_off=bool(known),
                               prefix=self.session.repro_prefix)
         extra: dict[str, Any] = {"tolerance": result.tolerance.describe(), "runs": result.runs,
-                                 "tensor": result.tensor, "max_abs_err": result.max_abs_err, "step": result.step}
+                                 "tensor": result.tensor, "max_abs_err": result.max_abs_err, "step": result.step,
+                                 "compile_seconds": result.compile_seconds}
         error = None if result.ok else self._error(result, repro)
         if error is not None and xcfg.triage != "off":
             triage = self._triage(spec, backend, mode, result, repro, error)

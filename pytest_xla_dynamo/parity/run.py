@@ -63,6 +63,7 @@ class ParityResult:
     flaky: bool = False
     exception: BaseException | None = None
     compiles: int | None = None  # XLA compilations this check caused (metrics.Snapshot.compiles)
+    compile_seconds: float | None = None  # their summed time (torch_xla's CompileTime metric)
     divergences: list[Divergence] = field(default_factory=list)  # every diverging tensor, first first
     compared: int = 0  # tensors compared per step
     steps: int = 0
@@ -171,7 +172,9 @@ def run(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, to
         assert ref.eager is not None and ref.fp64 is not None
         result = _vote([_lockstep(ref.eager, ref.fp64, case, steps, tol, backend)
                         for _ in range(engine.xcfg.accuracy_runs)])
-    result.compiles = metrics.snapshot().delta(before).compiles
+    spent = metrics.snapshot().delta(before)
+    result.compiles = spent.compiles
+    result.compile_seconds = round(spent.seconds.get("CompileTime", 0.0), 3) if spent.compiles else None
     return result
 
 

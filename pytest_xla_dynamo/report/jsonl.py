@@ -72,6 +72,12 @@ def write_json(records: Iterable[CaseRecord], path: str | os.PathLike[str],
 def read_json(path: str | os.PathLike[str]) -> list[CaseRecord]:
     """The records of a :func:`write_json` file (JSON Lines; one JSON array of records is read too),
     e.g. a stored timing baseline. ValueError naming the file and line of a bad one."""
+    return read_report(path)[0]
+
+
+def read_report(path: str | os.PathLike[str]) -> tuple[list[CaseRecord], dict[str, Any]]:
+    """:func:`read_json`'s records and the environment the first record was written with (``{}`` if none),
+    from one reading of the file."""
     text = Path(path).read_text(encoding="utf-8")
     items: list[tuple[int, Any]] = []
     if text.lstrip().startswith("["):
@@ -94,4 +100,5 @@ def read_json(path: str | os.PathLike[str]) -> list[CaseRecord]:
             records.append(CaseRecord.from_dict(obj))
         except TypeError as err:
             raise ValueError(f"{path}:{number}: not a record ({err})") from None
-    return records
+    environment = dict(items[0][1].get("environment") or {}) if items else {}
+    return records, environment
