@@ -49,7 +49,8 @@ def test_packaged_rows() -> None:
     assert ("| `pytorch/torchdynamo#1837` | error | fixed (regression test) | `test_maxpool2d_training_under_dynamo` "
             "| [pytorch/torchdynamo/issues/1837](https://github.com/pytorch/torchdynamo/issues/1837) |") in lines
     assert ("| `local:xla-batchnorm-biased-running-var:zoo` | wrong_result | reproduces (strict xfail) | suite cases: "
-            "resnet18, resnet50, mnasnet1_0 | none found (related: "
+            "resnet18, resnet50, mnasnet1_0, timm.resnet10t, timm.resnest14d, timm.regnetx_002, timm.lcnet_050, "
+            "timm.levit_128s, timm.mobilevit_xxs | none found (related: "
             "[pytorch/pytorch/issues/106366](https://github.com/pytorch/pytorch/issues/106366)) |") in lines
     assert ("| `local:openxla-eval-outputs-without-grad` | error | reproduces (strict xfail) | "
             "`test_openxla_eval_outputs_require_grad` | none found |") in lines
