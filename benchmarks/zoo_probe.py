@@ -34,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.patches import random_modules
 from pytest_xla_dynamo.report import THREAD_VARIABLES
 
 
@@ -47,12 +48,6 @@ def _shape(out: Any) -> str:
 
 def _fmt_params(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n / 1e3:.1f}k"
-
-
-def _random_modules(model: Any) -> list[str]:
-    from pytest_xla_dynamo.patches import random_modules
-
-    return random_modules(model)
 
 
 def _fallbacks(met: Any) -> list[str]:
@@ -129,7 +124,7 @@ def probe(name: str, tier: str, use_xla: bool, dynamo: bool, steps: int, seed: i
     inputs = spec.build_inputs(tier, spec.batch(tier))
     build_s = clock.stop()[0]
     params = sum(p.numel() for p in model.parameters())
-    random = _random_modules(model)
+    random = random_modules(model)
     dropout = bool(random)
     row: dict[str, Any] = {
         "name": name,

@@ -87,6 +87,14 @@ def test_diverging_globs_full_and_partial() -> None:
     assert "only in part" in m.line() and "grad fc.weight" in m.line()
 
 
+def test_diverging_name_with_brackets_matches_as_written() -> None:
+    """``output[0]`` (what diverging_globs suggests for a model's first output) covers that output; as an
+    fnmatch glob alone its ``[0]`` would be a character class and cover nothing."""
+    e = entry(kind="wrong_result", raises="AssertionError", match="x", diverging=["grad *", "output[0]"])
+    assert e.unexplained(["grad fc.weight", "output[0]", "output[1]"]) == ["output[1]"]
+    assert diverging_globs(["output[0]"]) == ["output[0]"]
+
+
 def test_order_full_before_partial_and_affected_before_fixed() -> None:
     fixed = entry(id="local:fixed", affects={"torch": "<1.0"})
     partial = entry(id="local:partial", kind="wrong_result", raises="AssertionError", match="running_var",

@@ -73,8 +73,8 @@ class KnownIssue:
     fixed_in: str = ""
     notes: str = ""
     related: tuple[str, ...] = ()
-    diverging: tuple[str, ...] = ()  # fnmatch globs: an accuracy failure is this issue only if every
-    # diverging tensor (``grad fc.weight``, ``buffer bn1.running_var``) matches one of them
+    diverging: tuple[str, ...] = ()  # fnmatch globs (or exact names, ``output[0]``): an accuracy failure is this
+    # issue only if every diverging tensor (``grad fc.weight``, ``buffer bn1.running_var``) matches one of them
     source: str = ""  # a file path, "hook", or "marker"
     line: int | None = None  # line of ``id = ...`` in the source file (or of the marker)
     affects_line: int | None = None  # line of ``affects = ...`` in the source file
@@ -110,10 +110,11 @@ class KnownIssue:
         return resolve_exception(self.raises) if self.raises else None
 
     def unexplained(self, tensors: Iterable[str]) -> list[str]:
-        """The ``tensors`` (diverging tensor names) that ``diverging`` does not cover (none without globs)."""
+        """The ``tensors`` (diverging tensor names) that ``diverging`` does not cover (none without globs). A glob
+        equal to a name covers it as written: ``output[0]`` is that output, not fnmatch's class ``[0]``."""
         if not self.diverging:
             return []
-        return [t for t in tensors if not any(fnmatch.fnmatchcase(t, glob) for glob in self.diverging)]
+        return [t for t in tensors if not any(t == glob or fnmatch.fnmatchcase(t, glob) for glob in self.diverging)]
 
     def to_info(self) -> dict[str, Any]:
         """What travels with the reports: enough for the controller's summary."""

@@ -72,6 +72,8 @@ _DEC_FULL = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers":
 _GQA_SMALL = {**_DEC_SMALL, "num_key_value_heads": 2}
 _GQA_FULL = {**_DEC_FULL, "num_key_value_heads": 4}
 _ENC_DROP = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+_ENC_SMALL = {**_DEC_SMALL, **_ENC_DROP}  # the BERT-style encoders: the same shapes, dropout off
+_ENC_FULL = {**_DEC_FULL, **_ENC_DROP}
 _S2S_SMALL = {"d_model": 128, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
               "decoder_attention_heads": 4, "encoder_ffn_dim": 256, "decoder_ffn_dim": 256,
               "max_position_embeddings": 64, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
@@ -142,33 +144,19 @@ ROWS: tuple[Row, ...] = (
           {"hidden_size": 768, "n_layer": 12, "n_head": 12, "hidden_dropout": 0.0, "attention_dropout": 0.0},
           name="bloom"),
     # encoders
-    broad("RobertaForMaskedLM", "RobertaConfig",
-          {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-           "max_position_embeddings": 66, **_ENC_DROP},
-          {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
-           "max_position_embeddings": 514, **_ENC_DROP}, name="roberta"),
+    broad("RobertaForMaskedLM", "RobertaConfig", {**_ENC_SMALL, "max_position_embeddings": 66},
+          {**_ENC_FULL, "max_position_embeddings": 514}, name="roberta"),  # positions offset by the padding index
     broad("DistilBertForMaskedLM", "DistilBertConfig",
           {"dim": 128, "hidden_dim": 256, "n_layers": 2, "n_heads": 4, "max_position_embeddings": 64,
            "dropout": 0.0, "attention_dropout": 0.0},
           {"dim": 768, "hidden_dim": 3072, "n_layers": 6, "n_heads": 12, "max_position_embeddings": 512,
            "dropout": 0.0, "attention_dropout": 0.0}, name="distilbert"),
     broad("AlbertForMaskedLM", "AlbertConfig",
-          {"embedding_size": 64, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-           "num_attention_heads": 4, "max_position_embeddings": 64, "hidden_dropout_prob": 0.0,
-           "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.0},
-          {"embedding_size": 128, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-           "num_attention_heads": 12, "max_position_embeddings": 512, "hidden_dropout_prob": 0.0,
-           "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.0}, name="albert"),
-    broad("ElectraForMaskedLM", "ElectraConfig",
-          {"embedding_size": 128, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-           "num_attention_heads": 4, "max_position_embeddings": 64, **_ENC_DROP},
-          {"embedding_size": 768, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-           "num_attention_heads": 12, "max_position_embeddings": 512, **_ENC_DROP}, name="electra"),
-    broad("DebertaV2ForMaskedLM", "DebertaV2Config",
-          {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-           "max_position_embeddings": 64, **_ENC_DROP},
-          {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
-           "max_position_embeddings": 512, **_ENC_DROP}, name="deberta_v2"),
+          {"embedding_size": 64, **_ENC_SMALL, "classifier_dropout_prob": 0.0},
+          {"embedding_size": 128, **_ENC_FULL, "classifier_dropout_prob": 0.0}, name="albert"),
+    broad("ElectraForMaskedLM", "ElectraConfig", {"embedding_size": 128, **_ENC_SMALL},
+          {"embedding_size": 768, **_ENC_FULL}, name="electra"),
+    broad("DebertaV2ForMaskedLM", "DebertaV2Config", _ENC_SMALL, _ENC_FULL, name="deberta_v2"),
     # encoder-decoders
     broad("T5ForConditionalGeneration", "T5Config",
           {"d_model": 128, "d_kv": 32, "d_ff": 256, "num_layers": 2, "num_heads": 4, "dropout_rate": 0.0,
