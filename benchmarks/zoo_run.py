@@ -15,6 +15,7 @@ asserted.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -47,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         print("running:", " ".join(cmd), flush=True)
         start = time.perf_counter()
         lines: list[str] = []
-        with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # a piped pytest buffers its output in 8 KB blocks otherwise
+        with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env) as proc:
             assert proc.stdout is not None
             for line in proc.stdout:  # pytest's output as it comes (a broad run takes an hour)
                 print(line, end="", flush=True)
