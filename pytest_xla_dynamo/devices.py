@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import types
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -94,6 +95,36 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def renderable_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """``tb`` without the entries whose line number is None.
+
+    A signal (pytest-timeout's, Ctrl-C) delivered inside ``import torch_xla`` can stop a frame at an
+    instruction without a line (Python 3.11); pytest then fails rendering the report with an INTERNALERROR
+    (``tb_lineno - 1``) instead of showing the interruption."""
+    entries = []
+    while tb is not None:
+        if tb.tb_lineno is not None:
+            entries.append(tb)
+        tb = tb.tb_next
+    rebuilt = None
+    for entry in reversed(entries):
+        rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return rebuilt
+
+
+def make_renderable(exc: BaseException) -> None:
+    """Drop the line-less traceback entries of ``exc`` and of the exceptions chained to it."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = renderable_traceback(current.__traceback__)
+        todo += [current.__cause__, current.__context__]
+
+
 def bringup_failure() -> str | None:
     """Why the XLA runtime bring-up failed in this process, with how to fix it; None if it did not."""
     return _failure
@@ -123,6 +154,7 @@ def ensure_runtime() -> torch.device:
                     f"skipped. Fix: {_FIX_INTERRUPTED}")
         if hasattr(exc, "add_note"):  # Python 3.11+: the report of this test says it too
             exc.add_note(_failure)
+        make_renderable(exc)
         raise
     quiet_torch_trace()
     _runtime_up = True

@@ -7,10 +7,11 @@ options (:class:`~pytest_xla_dynamo.config.XlaConfig`), the backend registry, th
 case engine (created on first use: it is the only part that needs torch), the known-issue registry
 (set by the known-issues plugin), and what pytest-xdist workers sent back.
 
-This is the one place that knows about pytest-xdist: :attr:`XlaSession.is_worker` is the only
-"am I a worker" check, and :class:`XdistHooks` (registered only when xdist is loaded) the only
-``pytest_testnodedown``. A worker sends one dict through ``config.workeroutput``; the controller merges
-it into its store. No torch here.
+This is the one place that knows about pytest-xdist (with :mod:`~pytest_xla_dynamo.xdist_schedule`, the
+scheduler it returns): :attr:`XlaSession.is_worker` is the only "am I a worker" check, and
+:class:`XdistHooks` (registered only when xdist is loaded) holds the only ``pytest_testnodedown`` and
+``pytest_xdist_make_scheduler``. A worker sends one dict through ``config.workeroutput``; the controller
+merges it into its store, or, for a worker that died, the records its test reports carried. No torch here.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class XlaSession:
         self.child_output: Path | None = Path(child) if child else None
         self.known_issues: Any = None  # the known_issues.Registry, set by the known-issues plugin
         self.worker_records: dict[str, int] = {}  # controller: records received per worker
+        self.recovered_records: dict[str, int] = {}  # controller: records of dead workers, from their reports
         self.shard_counts: tuple[int, int] | None = None  # (selected, collected) under --xla-shard
         self.unchecked_snapshots: set[str] = set()  # graph snapshots of cases that failed before comparing
         self._engine: CaseEngine | None = None
@@ -124,17 +126,54 @@ class XlaSession:
             self.config.workeroutput[WORKEROUTPUT_KEY] = self.worker_output()  # type: ignore[attr-defined]
 
 
+def _worker_id(node: Any) -> str:
+    return str(getattr(node, "workerinput", {}).get("workerid") or getattr(getattr(node, "gateway", None), "id", "?"))
+
+
+def record_from_property(name: str, value: Any) -> dict[str, Any] | None:
+    """The record a test report's user property carries (``xla_<suite>``: the record's JSON), else None."""
+    if not (name.startswith("xla_") and isinstance(value, str) and value.startswith("{")):
+        return None
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and data.get("suite") == name[len("xla_"):] else None
+
+
 class XdistHooks:
-    """The plugin's only pytest-xdist hook (registered only when xdist is loaded): what each worker
-    sent reaches the controller's session."""
+    """The plugin's pytest-xdist hooks (registered only when xdist is loaded): what each worker sent
+    reaches the controller's session. A worker sends its records once, at its end; the records also
+    travel with each test's report, and those of a worker that died before its end (a segfault, the OOM
+    killer) are taken from its reports instead of being lost."""
 
     def __init__(self, session: XlaSession) -> None:
         self.session = session
+        self.streamed: dict[str, list[dict[str, Any]]] = {}  # worker -> records seen in its teardown reports
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        node = getattr(report, "node", None)  # set by xdist on a report a worker sent
+        if node is None or report.when != "teardown":  # teardown: the last report, with every property
+            return
+        found = (record_from_property(name, value) for name, value in report.user_properties)
+        self.streamed.setdefault(_worker_id(node), []).extend(r for r in found if r is not None)
+
+    @pytest.hookimpl
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """xdist's loadgroup scheduler without its hangs after a worker crash (see xdist_schedule)."""
+        from pytest_xla_dynamo.xdist_schedule import make_scheduler
+
+        return make_scheduler(config, log)
 
     @pytest.hookimpl
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
-        worker = str(getattr(node, "workerinput", {}).get("workerid") or getattr(node.gateway, "id", "?"))
+        worker = _worker_id(node)
+        streamed = self.streamed.pop(worker, [])
+        if output is None and streamed:  # the worker died before sending: keep what its reports carried
+            output = {"records": streamed}
+            self.session.recovered_records[worker] = len(streamed)
         self.session.merge_worker_output(worker, output or {})
 
 

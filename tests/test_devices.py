@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
+import types
 
 import pytest
 from sample_data import before_summary
@@ -65,6 +67,30 @@ def test_a_failed_bring_up_is_remembered(monkeypatch: pytest.MonkeyPatch) -> Non
     assert devices.skip_reason() == devices.bringup_failure() == "XLA runtime bring-up failed (PJRT_DEVICE=X): boom"
     with pytest.raises(devices.RuntimeUnavailable, match="boom"):
         devices.ensure_runtime()
+
+
+def test_a_traceback_entry_without_a_line_is_left_out() -> None:
+    """A frame stopped by a signal at an instruction without a line (tb_lineno None) would make pytest's
+    report rendering fail; the interruption is re-raised without that entry, the others kept in order."""
+    frame = sys._getframe()
+    last = types.TracebackType(None, frame, 0, 7)
+    lineless = types.TracebackType(last, frame, 10**6, -1)  # an instruction index past the code: no line
+    first = types.TracebackType(lineless, frame, 0, 3)
+    assert lineless.tb_lineno is None
+    kept = devices.renderable_traceback(first)
+    lines = []
+    while kept is not None:
+        lines.append(kept.tb_lineno)
+        kept = kept.tb_next
+    assert lines == [3, 7]
+    assert devices.renderable_traceback(None) is None
+    # and in the exceptions chained to the interruption
+    inner, outer = ValueError("inner"), KeyboardInterrupt()
+    inner.__traceback__ = types.TracebackType(None, frame, 10**6, -1)
+    outer.__context__ = inner
+    outer.__traceback__ = first
+    devices.make_renderable(outer)
+    assert inner.__traceback__ is None and outer.__traceback__ is not None
 
 
 # --- sessions ---------------------------------------------------------------------------------------

@@ -290,3 +290,42 @@ def test_bad_files_and_paths_are_usage_errors_at_start(pytester: pytest.Pytester
         assert "Traceback" not in result.stderr.str() + result.stdout.str(), args
         assert "test_x.py" not in result.stdout.str(), args  # nothing ran
     assert list(pytester.path.joinpath("adir").iterdir()) == []
+
+
+DYING_WORKER_TESTS = """
+import os
+import signal
+
+from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.session import get_session
+
+
+def test_records(request):
+    get_session(request.config).record(request.node, CaseRecord(suite="parity", name="m_kept", backend="trace_once",
+                                                                 mode="train", status="pass"))
+
+
+def test_dies():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_after(request):
+    get_session(request.config).record(request.node, CaseRecord(suite="parity", name="m_after", backend="trace_once",
+                                                                 mode="train", status="pass"))
+"""
+
+
+def test_a_dead_workers_records_reach_the_report(pytester: pytest.Pytester) -> None:
+    """A worker killed after a recorded test (as by the OOM killer) sends no workeroutput; the record its test
+    report carried still reaches the controller's report, and the summary says where it came from. The
+    replacement worker runs the rest once, not the test that killed its predecessor, and the session ends
+    (xdist 3.8.0's loadgroup scheduler hung here: pytest-dev/pytest-xdist#1323)."""
+    pytester.makepyfile(test_dying=DYING_WORKER_TESTS)
+    result = pytester.runpytest_subprocess("-n", "1", "-p", "no:randomly", "--xla-report=json",
+                                           "--xla-report-dir=out", timeout=300)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*node down*", "*worker 'gw0' crashed while running 'test_dying.py::test_dies'*",
+                                 "*gw0 died before its end: its 1 record(s) taken from its test reports*"])
+    assert result.stdout.str().count("node down") == 1  # the crashing test ran once: one worker died
+    records = [json.loads(line) for line in (pytester.path / "out" / "xla-dynamo.jsonl").read_text().splitlines()]
+    assert sorted((r["name"], r["status"]) for r in records) == [("m_after", "pass"), ("m_kept", "pass")]

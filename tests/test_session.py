@@ -77,3 +77,24 @@ def test_case_mode_from_the_argument_or_the_marker() -> None:
         case_mode(_item())
     with pytest.raises(pytest.UsageError, match="invalid mode 'eval'; valid: train, infer"):
         case_mode(_item("eval"))
+
+
+def test_a_dead_workers_records_come_from_its_test_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that dies sends no ``workeroutput``: the records its teardown reports carried are merged
+    instead (and counted as recovered); a worker that ends normally is taken from its output alone."""
+    controller = _session(monkeypatch)
+    hooks = XdistHooks(controller)
+    record = CaseRecord(suite="parity", name="m", backend="b", mode="train", status="pass")
+    props = [("xla_parity", json.dumps(record.to_dict())), ("xla_status", "pass"), ("xla_other", "{not json")]
+    dead = SimpleNamespace(workerinput={"workerid": "gw0"})
+    for when in ("setup", "call", "teardown"):  # only the last report counts: no duplicates
+        hooks.pytest_runtest_logreport(SimpleNamespace(node=dead, when=when, user_properties=props))  # type: ignore[arg-type]
+    hooks.pytest_runtest_logreport(SimpleNamespace(when="teardown", user_properties=props))  # type: ignore[arg-type]
+    hooks.pytest_testnodedown(SimpleNamespace(workeroutput={}, workerinput={"workerid": "gw0"}), "crashed")
+    assert [(r.name, r.status) for r in controller.store] == [("m", "pass")]
+    assert controller.recovered_records == {"gw0": 1} and controller.worker_records == {"gw0": 1}
+    alive = SimpleNamespace(workerinput={"workerid": "gw1"})
+    hooks.pytest_runtest_logreport(SimpleNamespace(node=alive, when="teardown", user_properties=props))  # type: ignore[arg-type]
+    hooks.pytest_testnodedown(SimpleNamespace(workeroutput={WORKEROUTPUT_KEY: {"records": []}},
+                                              workerinput={"workerid": "gw1"}), None)
+    assert len(list(controller.store)) == 1 and "gw1" not in controller.recovered_records

@@ -128,6 +128,8 @@ class ReportPlugin:
             workers = len(worker_records)
             line += (f" from {workers} xdist worker{'s' if workers != 1 else ''} ("
                      + ", ".join(f"{w}: {n}" for w, n in sorted(worker_records.items())) + ")")
+        for worker, count in sorted(self.session.recovered_records.items()):
+            line += f"; {worker} died before its end: its {count} record(s) taken from its test reports"
         if self.interrupted or exitstatus in UNFINISHED:
             line += " (session interrupted)"
         tr.write_line(line)
