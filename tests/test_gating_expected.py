@@ -59,14 +59,15 @@ def test_parse_accepts_short_rows_and_blank_lines() -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("name,backend\nx,y\n", "missing column(s) mode"),
-    (f"{HEADER}\nm,b,train,passed,,,,,,\n", "invalid value 'passed'"),
-    (f"{HEADER}\nm,b,train,pass,-1,,,,,\n", "column graph_breaks: invalid value '-1'"),
-    (f"{HEADER}\nm,b,train,pass,two,,,,,\n", "column graph_breaks: invalid value 'two'"),
-    (f"{HEADER}\nm,b,train,pass,,,,,maybe,\n", "column flaky: invalid value 'maybe'"),
-    (f"{HEADER}\nm,b,train,pass,,,,,,\nm,b,train,pass,,,,,,\n", "f.csv:3: duplicate case m,b,train"),
-    (f"{HEADER}\n,b,train,pass,,,,,,\n", "f.csv:2: empty name"),
-    (f"{HEADER}\nm,b,train,pass,,,,,,,x,y\n", "f.csv:2: 12 cells, but the header has 10 columns (extra: 'x,y')"),
-    (f"{HEADER}\n\nm,b,train,pass,,,,,,,\n", "f.csv:3: 11 cells, but the header has 10 columns"),  # real line
+    (f"{HEADER}\nm,b,train,passed,,,,,,,\n", "invalid value 'passed'"),
+    (f"{HEADER}\nm,b,train,pass,broken,,,,,,\n", "column graph_status: invalid value 'broken'; valid: pass, fail_graph"),
+    (f"{HEADER}\nm,b,train,pass,,-1,,,,,\n", "column graph_breaks: invalid value '-1'"),
+    (f"{HEADER}\nm,b,train,pass,,two,,,,,\n", "column graph_breaks: invalid value 'two'"),
+    (f"{HEADER}\nm,b,train,pass,,,,,,maybe,\n", "column flaky: invalid value 'maybe'"),
+    (f"{HEADER}\nm,b,train,pass,,,,,,,\nm,b,train,pass,,,,,,,\n", "f.csv:3: duplicate case m,b,train"),
+    (f"{HEADER}\n,b,train,pass,,,,,,,\n", "f.csv:2: empty name"),
+    (f"{HEADER}\nm,b,train,pass,,,,,,,,x,y\n", "f.csv:2: 13 cells, but the header has 11 columns (extra: 'x,y')"),
+    (f"{HEADER}\n\nm,b,train,pass,,,,,,,,\n", "f.csv:3: 12 cells, but the header has 11 columns"),  # real line
     ("name,backend,mode\nm,b,train,pass\n", "f.csv:2: 4 cells, but the header has 3 columns (extra: 'pass')"),
 ])
 def test_parse_errors_name_the_problem(text: str, message: str) -> None:

@@ -110,12 +110,14 @@ def test_vote_needs_statuses() -> None:
 def test_compare_whole_run() -> None:
     expected = parse_expected(textwrap.dedent(f"""\
         {HEADER}
-        same,b,train,pass,0,1,0,0,false,
-        broke,b,train,pass,0,1,0,0,false,
-        newbreak,b,train,pass,0,1,0,0,false,
-        fixed,b,train,fail_to_run,,,,,false,
-        flaky,b,train,pass,,,,,true,
-        gone,b,train,pass,,,,,false,
+        same,b,train,pass,pass,0,1,0,0,false,
+        broke,b,train,pass,,0,1,0,0,false,
+        newbreak,b,train,pass,pass,0,1,0,0,false,
+        fixed,b,train,fail_to_run,,,,,,false,
+        flaky,b,train,pass,,,,,,true,
+        gone,b,train,pass,,,,,,false,
+        compiles,b,train,pass,pass,,,,,false,
+        stillcompiles,b,train,pass,fail_graph,,,,,false,k
         """))
     run = cases_from_records([
         rec("parity", "same", backend="b", status="pass"),
@@ -126,12 +128,20 @@ def test_compare_whole_run() -> None:
         rec("parity", "fixed", backend="b", status="pass"),
         rec("parity", "flaky", backend="b", status="fail_accuracy"),
         rec("parity", "new", backend="b", status="pass"),
+        rec("parity", "compiles", backend="b", status="pass"),
+        rec("graphs", "compiles", backend="b", status="fail_graph", message="RecompileError: 1 compile", repro="pytest c"),
+        rec("parity", "stillcompiles", backend="b", status="pass"),
+        rec("graphs", "stillcompiles", backend="b", status="fail_graph"),
     ])
     timing = timing_from_records([rec("timing", "same", backend="b", speedup=0.5, repro="pytest slow")])
     result = r.compare(expected, run, timing=timing, baseline={("same", "b", "train"): 1.0}, min_speedup_ratio=0.7)
     labels = {v.key[0]: v.label for v in result.verdicts}
     assert labels == {"same": lb.SLOWER, "broke": lb.REGRESSION, "newbreak": lb.REGRESSION, "fixed": lb.IMPROVED,
-                      "flaky": lb.FAIL_BUT_FLAKY, "gone": lb.MISSING, "new": lb.MISSING}
+                      "flaky": lb.FAIL_BUT_FLAKY, "gone": lb.MISSING, "new": lb.MISSING, "compiles": lb.REGRESSION,
+                      "stillcompiles": lb.XFAIL}
+    compiles = next(v for v in result.verdicts if v.key[0] == "compiles")
+    assert [(f.what, f.detail, f.repro) for f in compiles.findings if f.label == lb.REGRESSION] == [
+        ("graph_status", "graph suite pass -> fail_graph: RecompileError: 1 compile", "pytest c")]
     newbreak = next(v for v in result.verdicts if v.key[0] == "newbreak")
     assert sorted(f.what for f in newbreak.findings if f.label == lb.REGRESSION) == ["graph_breaks", "recompiles",
                                                                                     "unique_graphs"]

@@ -27,7 +27,8 @@ def test_merge_update_keeps_rows_not_run() -> None:
                                                                   status="fail_accuracy")
     alex = by_key[("alexnet", "trace_everytime", "infer")]
     assert alex.status == "pass" and alex.flaky and alex.known_issue == "pytorch/xla#3361"
-    assert by_key[("vgg16", "trace_once", "train")] == CaseRow("vgg16", "trace_once", "train", "", 0, 1, 0, 0)
+    assert by_key[("vgg16", "trace_once", "train")] == CaseRow("vgg16", "trace_once", "train", "", 0, 1, 0, 0,
+                                                                      graph_status="pass")
     for key in (("BERT_pytorch", "trace_once", "infer"), ("alexnet", "trace_everytime", "train")):
         assert by_key[key] == old[key]
     assert old[("resnet18", "trace_once", "train")].status == "pass"  # the old rows are not changed in place

@@ -18,10 +18,11 @@ from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.options import BOOL_VALID, parse_bool
 from pytest_xla_dynamo.records import STATUSES
 
-COLUMNS = ("name", "backend", "mode", "status", "graph_breaks", "unique_graphs", "fallbacks", "recompiles",
-           "flaky", "known_issue")
+COLUMNS = ("name", "backend", "mode", "status", "graph_status", "graph_breaks", "unique_graphs", "fallbacks",
+           "recompiles", "flaky", "known_issue")
 GRAPH_FIELDS = ("graph_breaks", "unique_graphs", "fallbacks", "recompiles")
 KEY_COLUMNS = ("name", "backend", "mode")
+GRAPH_STATUSES = ("pass", "fail_graph", "fail_to_run")  # what a graphs-suite record can say
 _EXTRA = "\x00extra"  # where csv.DictReader puts the cells of a row beyond the header's columns
 
 
@@ -46,6 +47,7 @@ class CaseRow:
     recompiles: int | None = None
     flaky: bool = False
     known_issue: str = ""
+    graph_status: str = ""  # the graphs suite's outcome: pass or fail_graph (a changed signature, a recompile)
 
     @property
     def key(self) -> Key:
@@ -83,6 +85,13 @@ def _parse_flag(text: str, where: str) -> bool:
     return flag
 
 
+def _parse_status(text: str, column: str, valid: tuple[str, ...], where: str) -> str:
+    if text and text not in valid:
+        raise ExpectedFileError(f"{where}: column {column}: invalid value {text!r}; valid: "
+                                f"{', '.join(valid)} or empty (not measured)")
+    return text
+
+
 def parse_expected(text: str, source: str = "<expected>") -> dict[Key, CaseRow]:
     """Parse the CSV text of an expected-results file into rows keyed by ``(name, backend, mode)``.
 
@@ -110,12 +119,11 @@ def parse_expected(text: str, source: str = "<expected>") -> dict[Key, CaseRow]:
         for column in KEY_COLUMNS:
             if not cells.get(column):
                 raise ExpectedFileError(f"{where}: empty {column}")
-        status = cells.get(status_column, "")
-        if status and status not in STATUSES:
-            raise ExpectedFileError(f"{where}: column status: invalid value {status!r}; valid: "
-                                    f"{', '.join(STATUSES)} or empty (not measured)")
+        status = _parse_status(cells.get(status_column, ""), "status", STATUSES, where)
+        graph_status = _parse_status(cells.get("graph_status", ""), "graph_status", GRAPH_STATUSES, where)
         row = CaseRow(
             name=cells["name"], backend=cells["backend"], mode=cells["mode"], status=status,
+            graph_status=graph_status,
             **{f: _parse_count(cells.get(f, ""), f, where) for f in GRAPH_FIELDS},
             flaky=_parse_flag(cells.get("flaky", ""), where), known_issue=cells.get("known_issue", ""),
         )

@@ -122,17 +122,19 @@ def _markdown_table(result: GateResult | None, run: Mapping[Key, RunCase]) -> li
     if not keys:
         return []
     lines = ["### All cases", "",
-             "| model | backend | mode | status | breaks | graphs | fallbacks | recompiles | speedup | verdict |",
-             "|---|---|---|---|--:|--:|--:|--:|--:|---|"]
+             "| model | backend | mode | status | graph suite | breaks | graphs | fallbacks | recompiles | speedup"
+             " | verdict |",
+             "|---|---|---|---|---|--:|--:|--:|--:|--:|---|"]
     for key in keys:
         case = run.get(key)
         verdict = by_key.get(key)
         if case is None:  # not run: show what the expected file says, in parentheses
             exp = verdict.expected if verdict is not None else None
             cells = [*key] + [f"({_fmt(getattr(exp, f))})" if exp is not None else "–"
-                              for f in ("status", *GRAPH_FIELDS)]
+                              for f in ("status", "graph_status", *GRAPH_FIELDS)]
         else:
-            cells = [*key, _fmt(case.row.status)] + [_fmt(getattr(case.row, f)) for f in GRAPH_FIELDS]
+            cells = [*key, _fmt(case.row.status), _fmt(case.row.graph_status)] + [
+                _fmt(getattr(case.row, f)) for f in GRAPH_FIELDS]
         cells.append(_fmt(verdict.speedup if verdict else None))
         cells.append(verdict.label if verdict is not None else "–")
         lines.append("| " + " | ".join(cells) + " |")

@@ -64,6 +64,17 @@ def status_rule(expected: str, actual: str, flaky: bool = False) -> Finding | No
     return Finding(IMPROVED if is_pass(actual) else REGRESSION, "status", change, expected, actual)
 
 
+def graph_status_rule(expected: str, actual: str) -> Finding | None:
+    """The graphs suite's outcome: pass -> fail (a changed signature, a steady-state compile) is a
+    REGRESSION, fail -> pass IMPROVED, a failure as expected XFAIL; ``None`` if either is unknown or both pass."""
+    if not expected or not actual or (is_pass(expected) and is_pass(actual)):
+        return None
+    if is_pass(expected) == is_pass(actual):
+        return Finding(XFAIL, "graph_status", f"graph suite {actual}", expected, actual)
+    label = IMPROVED if is_pass(actual) else REGRESSION
+    return Finding(label, "graph_status", f"graph suite {expected} -> {actual}", expected, actual)
+
+
 def count_rule(what: str, expected: int | None, actual: int | None) -> Finding | None:
     """A graph figure that must not grow: more than expected -> REGRESSION, fewer -> IMPROVED,
     equal or unknown -> ``None``."""
@@ -192,6 +203,11 @@ def compare_case(expected: CaseRow | None, run: RunCase | None, *, compare_rows:
         if flaky and status.label in (PASS, XFAIL) and run.row.flaky:
             status = replace(status, detail=f"{status.detail} (flaky vote: {', '.join(run.runs) or 'not unanimous'})")
         findings.append(replace(status, repro=run.status_repro))
+    graph_status = graph_status_rule(expected.graph_status, run.row.graph_status)
+    if graph_status is not None:
+        detail = graph_status.detail + (f": {run.graphs_message}" if run.graphs_message and graph_status.label
+                                        == REGRESSION else "")
+        findings.append(replace(graph_status, detail=detail, repro=run.graphs_repro or run.status_repro))
     for name, rule in GRAPH_RULES.items():
         found = rule(getattr(expected, name), getattr(run.row, name))
         if found is not None:

@@ -1,6 +1,6 @@
 """What the run measured, per case: the session's records merged into the gate's view, and the timing baseline.
 
-The status of a case comes from its ``parity`` records, its graph figures from its ``graphs`` records,
+The status of a case comes from its ``parity`` records, its graph status and figures from its ``graphs`` records,
 its speedup from its ``timing`` records; the baseline speedups are read from a JSON report written by
 an earlier run (:func:`pytest_xla_dynamo.report.read_json`).
 """
@@ -27,6 +27,7 @@ class RunCase:
     nodeids: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)  # the parity statuses voted on (--xla-accuracy-runs)
     message: str = ""
+    graphs_message: str = ""  # the first failing graphs record's message
     triage: str = ""  # the failure's triage in one line (stage, matching known issue, diverging module)
 
     @property
@@ -54,13 +55,15 @@ def repro_of(record: CaseRecord) -> str:
 def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
     """Merge the run's records into one :class:`RunCase` per case key.
 
-    The status comes from the ``parity`` records, the graph figures from the ``graphs`` records;
+    The status comes from the ``parity`` records, the graph status and figures from the ``graphs`` records;
     several records of one case (e.g. two tensor modes) combine to the worst: the first failing
     status, the largest figure. Cases with neither kind of record are not part of the result.
     """
     cases: dict[Key, RunCase] = {}
     statuses: dict[Key, list[str]] = {}
+    graph_statuses: dict[Key, list[str]] = {}
     failing_seen: set[Key] = set()
+    graph_failing_seen: set[Key] = set()
     for record in records:
         if record.suite not in ("parity", "graphs"):
             continue
@@ -86,6 +89,11 @@ def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
             elif not case.status_repro:
                 case.status_repro = repro_of(record)
         else:
+            graph_statuses.setdefault(record.key, []).append(record.status)
+            if record.status not in PASSING and record.key not in graph_failing_seen:
+                graph_failing_seen.add(record.key)  # the message and repro of the first failing graphs record
+                case.graphs_message = record.message
+                case.graphs_repro = repro_of(record)
             for name in GRAPH_FIELDS:
                 value = getattr(record, name)
                 current = getattr(case.row, name)
@@ -95,6 +103,8 @@ def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
                 case.graphs_repro = repro_of(record)
     for key, found in statuses.items():
         cases[key].row.status = worst_status(found)
+    for key, found in graph_statuses.items():
+        cases[key].row.graph_status = worst_status(found)
     return cases
 
 

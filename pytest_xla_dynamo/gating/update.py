@@ -40,6 +40,7 @@ def merge_update(old: Mapping[Key, CaseRow], run: Mapping[Key, RunCase]) -> tupl
         rows[key] = replace(
     base,
             status=measured.status or base.status,
+            graph_status=measured.graph_status or base.graph_status,
             **{f: (getattr(measured, f) if getattr(measured, f) is not None else getattr(base, f))
                for f in GRAPH_FIELDS},
             flaky=base.flaky or measured.flaky,
