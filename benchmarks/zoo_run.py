@@ -15,6 +15,7 @@ asserted.
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import re
 import subprocess
@@ -47,14 +48,17 @@ def main(argv: list[str] | None = None) -> int:
                "--xla-report=json,csv", f"--xla-report-dir={tmp}", *rest]
         print("running:", " ".join(cmd), flush=True)
         start = time.perf_counter()
-        lines: list[str] = []
+        chunks: list[str] = []
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # a piped pytest buffers its output in 8 KB blocks otherwise
-        with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=env) as proc:
+        with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as proc:
             assert proc.stdout is not None
-            for line in proc.stdout:  # pytest's output as it comes (a broad run takes an hour)
-                print(line, end="", flush=True)
-                lines.append(line.rstrip("\n"))
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            # pytest's output as it comes, progress dots included (a line of them takes an hour of a broad run)
+            while chunk := proc.stdout.read1(4096):  # type: ignore[attr-defined]
+                text = decoder.decode(chunk)
+                print(text, end="", flush=True)
+                chunks.append(text)
+        lines = "".join(chunks).splitlines()
         wall = time.perf_counter() - start
         tail = [line for line in lines if re.search(r"\d+ (passed|failed|xfailed|error)", line) and " in " in line][-1:]
         gate = [line for line in lines if line.startswith("xla-dynamo gate") or "REGRESSION" in line][:5]

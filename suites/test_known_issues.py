@@ -19,6 +19,9 @@ pytest.importorskip("torch_xla")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from .model_steps import rmse as _rmse  # noqa: E402
+from .model_steps import step_tensor as _step_tensor  # noqa: E402
+
 pytestmark = pytest.mark.xla
 
 
@@ -46,34 +49,16 @@ def _fallbacks(met: Any, *needles: str) -> dict[str, int]:
             if n.startswith("aten::") and any(s in n for s in needles)}
 
 
-def _step_tensor(model_name: str, backend: str, tensor: str, step: int, dtype: Any = None) -> Any:
-    """The zoo's ``model_name`` at the small tier (seed 1337, dropout patched out where it has some): the named
-    tensor (``grad stem.conv1.conv.weight``) of training step ``step`` on ``backend``, in ``dtype`` if given."""
-    from pytest_xla_dynamo import zoo
-    from pytest_xla_dynamo.backends import default_registry
-    from pytest_xla_dynamo.cases import CaseKey, PreparedCase, build_inputs, build_model, iter_trace
-
-    spec = zoo.get_model(model_name)
-    patches = ("dropout_to_identity",) if spec.has_dropout else ()
-    model = build_model(spec, "small", 1337, patches)
-    inputs = build_inputs(spec, "small", 1337, False)
-    if dtype is not None:
-        model, inputs = model.to(dtype), tuple(t.to(dtype) for t in inputs)
-    key = CaseKey(spec.name, backend, "train", "small", 1337, patches, False)
-    return list(iter_trace(PreparedCase(key, spec, default_registry().get(backend), model, inputs), step))[-1][tensor]
-
-
 def _assert_as_close_to_fp64_as_eager(model_name: str, tensor: str, step: int) -> None:
     """``tensor`` of training step ``step`` on lazy XLA is at most 2x (same()'s factor) further from the fp64 run
     than CPU eager's, by root-mean-square error."""
     fp64 = _step_tensor(model_name, "eager", tensor, step, torch.float64)
     eager = _step_tensor(model_name, "eager", tensor, step)
     xla = _step_tensor(model_name, "trace_everytime", tensor, step)
-    rmse = lambda a: float(torch.sqrt(torch.mean((a.cpu().double() - fp64) ** 2)))  # noqa: E731
-    ratio = rmse(xla) / rmse(eager)
+    ratio = _rmse(xla, fp64) / _rmse(eager, fp64)
     assert ratio <= 2.0, (
         f"step-{step} {tensor}: XLA is {ratio:.1f}x further from fp64 than eager "
-        f"(rmse {rmse(xla):.2e} vs {rmse(eager):.2e}; same() allows 2x)")
+        f"(rmse {_rmse(xla, fp64):.2e} vs {_rmse(eager, fp64):.2e}; same() allows 2x)")
 
 
 # --- the problems named in pytorch PR #88449 ----------------------------------------------------
@@ -382,7 +367,7 @@ def test_batchnorm_small_map_step2_grad_drift(xla_device: Any) -> None:
 
 
 def test_cspresnet50_step1_stem_grad_like_eager(xla_device: Any) -> None:
-    """local:xla-cspresnet50-step1-grads: timm's cspresnet50 at the zoo's small tier (64x64, batch 2, seed
+    """local:activation-sign-flip-grads: timm's cspresnet50 at the zoo's small tier (64x64, batch 2, seed
     1337), one SGD step on CPU eager, its fp64 copy and lazy XLA: the step-1 gradient of the stem's
     convolution must be as close to fp64 as same()'s factor 2 allows."""
     pytest.importorskip("timm")
