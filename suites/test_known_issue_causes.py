@@ -35,9 +35,9 @@ def test_cspresnet50_gradients_are_fp64s_with_xlas_one_sign_flip(xla_device: Any
             seen["x"] = args[0].detach().cpu().double()
             if flip is None:
                 return None
-            x = args[0].clone()
-            x[flip] = -x[flip]
-            return (x,)
+            delta = torch.zeros_like(args[0])
+            delta[flip] = -2 * args[0][flip].detach()  # the value changes sign; its gradient passes unchanged
+            return (args[0] + delta,)
         return CSP_FLIP_ACT, pre
 
     fp64 = step_outputs("timm.cspresnet50", "eager", 1, torch.float64, capture())

@@ -465,3 +465,26 @@ def test_batchnorm_normalizes_an_offset_input_like_eager(xla_device: Any, backen
     torch._dynamo.reset()
     assert ratio <= 4.0, (f"batch_norm of an input with mean 100 x std: XLA's output is {ratio:.0f}x further from "
                           f"fp64 than eager's (rmse {rmse(got):.2e} vs {rmse(bn(x)):.2e})")
+
+
+def test_batchnorm_over_two_values_backward_like_eager(xla_device: Any) -> None:
+    """local:xla-batchnorm-two-values-grad: a squeeze-and-excitation block as timm's rexnet_100 has one (a 1x1
+    convolution, BatchNorm2d, ReLU, a 1x1 convolution on pooled (2, 64, 1, 1) features: the batch norm sees two
+    values a channel), trained one step: the first convolution's weight gradient on lazy XLA must be as close to
+    the fp64 one as same()'s factor 2 allows, against eager's."""
+
+    def grad(dtype: Any, device: Any) -> Any:
+        torch.manual_seed(0)
+        fc1 = nn.Conv2d(64, 16, 1)
+        block = nn.Sequential(fc1, nn.BatchNorm2d(16), nn.ReLU(), nn.Conv2d(16, 64, 1))
+        x, target = torch.randn(2, 64, 1, 1), torch.randn(2, 64, 1, 1)
+        block.to(dtype).to(device)
+        ((block(x.to(dtype).to(device)) - target.to(dtype).to(device)) ** 2).sum().backward()
+        _sync()
+        assert fc1.weight.grad is not None
+        return fc1.weight.grad.detach().cpu().double()
+
+    fp64, eager, xla = grad(torch.float64, "cpu"), grad(torch.float32, "cpu"), grad(torch.float32, xla_device)
+    ratio = _rmse(xla, fp64) / _rmse(eager, fp64)
+    assert ratio <= 2.0, (f"batch norm over two values a channel: XLA's input-side weight gradient is {ratio:.1f}x "
+                          f"further from fp64 than eager's (rmse {_rmse(xla, fp64):.2e} vs {_rmse(eager, fp64):.2e})")

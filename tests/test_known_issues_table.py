@@ -50,7 +50,9 @@ def test_packaged_rows() -> None:
             "| [pytorch/torchdynamo/issues/1837](https://github.com/pytorch/torchdynamo/issues/1837) |") in lines
     assert ("| `local:xla-batchnorm-biased-running-var:zoo` | wrong_result | reproduces (strict xfail) | suite cases: "
             "resnet18, resnet50, mnasnet1_0, timm.resnet10t, timm.resnest14d, timm.regnetx_002, timm.lcnet_050, "
-            "timm.levit_128s, timm.mobilevit_xxs | none found (related: "
+            "timm.levit_128s, timm.mobilevit_xxs, timm.dla34, timm.ghostnet_100, timm.mobilenetv3_small_050, "
+            "timm.efficientnet_b0, timm.xcit_nano_12_p16_224, timm.fastvit_t8, torchvision.mnasnet0_5, "
+            "torchvision.mobilenet_v3_small, torchvision.regnet_x_400mf | none found (related: "
             "[pytorch/pytorch/issues/106366](https://github.com/pytorch/pytorch/issues/106366)) |") in lines
     assert ("| `local:openxla-eval-outputs-without-grad` | error | reproduces (strict xfail) | "
             "`test_openxla_eval_outputs_require_grad` | none found |") in lines

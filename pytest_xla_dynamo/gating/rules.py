@@ -205,8 +205,8 @@ def compare_case(expected: CaseRow | None, run: RunCase | None, *, compare_rows:
         findings.append(replace(status, repro=run.status_repro))
     graph_status = graph_status_rule(expected.graph_status, run.row.graph_status)
     if graph_status is not None:
-        detail = graph_status.detail + (f": {run.graphs_message}" if run.graphs_message and graph_status.label
-                                        == REGRESSION else "")
+        regressed = graph_status.label == REGRESSION and run.graphs_message
+        detail = f"{graph_status.detail}: {run.graphs_message}" if regressed else graph_status.detail
         findings.append(replace(graph_status, detail=detail, repro=run.graphs_repro or run.status_repro))
     for name, rule in GRAPH_RULES.items():
         found = rule(getattr(expected, name), getattr(run.row, name))
