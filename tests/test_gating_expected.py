@@ -60,7 +60,8 @@ def test_parse_accepts_short_rows_and_blank_lines() -> None:
 @pytest.mark.parametrize(("text", "message"), [
     ("name,backend\nx,y\n", "missing column(s) mode"),
     (f"{HEADER}\nm,b,train,passed,,,,,,,\n", "invalid value 'passed'"),
-    (f"{HEADER}\nm,b,train,pass,broken,,,,,,\n", "column graph_status: invalid value 'broken'; valid: pass, fail_graph"),
+    (f"{HEADER}\nm,b,train,pass,broken,,,,,,\n",
+     "column graph_status: invalid value 'broken'; valid: pass, fail_graph"),
     (f"{HEADER}\nm,b,train,pass,,-1,,,,,\n", "column graph_breaks: invalid value '-1'"),
     (f"{HEADER}\nm,b,train,pass,,two,,,,,\n", "column graph_breaks: invalid value 'two'"),
     (f"{HEADER}\nm,b,train,pass,,,,,,maybe,\n", "column flaky: invalid value 'maybe'"),

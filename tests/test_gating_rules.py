@@ -129,7 +129,8 @@ def test_compare_whole_run() -> None:
         rec("parity", "flaky", backend="b", status="fail_accuracy"),
         rec("parity", "new", backend="b", status="pass"),
         rec("parity", "compiles", backend="b", status="pass"),
-        rec("graphs", "compiles", backend="b", status="fail_graph", message="RecompileError: 1 compile", repro="pytest c"),
+        rec("graphs", "compiles", backend="b", status="fail_graph", message="RecompileError: 1 compile",
+            repro="pytest c"),
         rec("parity", "stillcompiles", backend="b", status="pass"),
         rec("graphs", "stillcompiles", backend="b", status="fail_graph"),
     ])
