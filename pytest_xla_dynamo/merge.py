@@ -4,8 +4,10 @@
 each shard's ``xla-dynamo.jsonl``, refuses duplicate cases (the same test's record in two shards) and
 shards timed with different settings, writes one report set (CSV, JSON, PNG) into ``--out``, prints the
 parity table and the seed's speedup tables, and with ``--expected`` gives one gate verdict over all
-shards: a case of the expected file that no shard ran is MISSING, as in an unsharded run. The Markdown
-summary (``--summary``) is the one an unsharded run writes. No torch here.
+shards: a case of the expected file that no shard ran is MISSING, as in an unsharded run. With
+``--update-expected`` it rewrites that file from the shards instead (as ``--xla-update-expected`` does in
+a run: rows of cases no shard ran are kept). The Markdown summary (``--summary``) is the one an
+unsharded run writes. No torch here.
 """
 
 from __future__ import annotations
@@ -125,9 +127,11 @@ def main(argv: Sequence[str]) -> int:
     from pytest_xla_dynamo.gating import (
         cases_from_records,
         compare,
+        merge_update,
         read_expected,
         render_markdown,
         timing_from_records,
+        write_expected,
     )
     from pytest_xla_dynamo.gating.expected import ExpectedFileError
     from pytest_xla_dynamo.gating.render import terminal_lines, verdict_line
@@ -140,6 +144,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--summary", type=Path, help="write the Markdown summary to FILE")
     parser.add_argument("--formats", default=",".join(DEFAULT_FORMATS), help="comma list of csv,json,png")
     parser.add_argument("--strict-improved", action="store_true", help="fail on IMPROVED cases too")
+    parser.add_argument("--update-expected", action="store_true",
+                        help="rewrite --expected from the shards (keeps rows no shard ran) instead of gating")
     parser.add_argument("shards", nargs="+", type=Path, metavar="SHARD_DIR", help="a shard's --xla-report-dir")
     try:
         args = parser.parse_args(list(argv))
@@ -152,9 +158,11 @@ def main(argv: Sequence[str]) -> int:
     try:
         shards = [read_shard(folder) for folder in args.shards]
         check_shards(shards)
-        if args.expected is not None and not args.expected.is_file():
+        if args.update_expected and args.expected is None:
+            raise MergeError("--update-expected needs --expected FILE (the file to rewrite)")
+        if args.expected is not None and not args.expected.is_file() and not args.update_expected:
             raise MergeError(f"--expected: no such file {str(args.expected)!r}")
-        expected = read_expected(args.expected) if args.expected is not None else None
+        expected = read_expected(args.expected) if args.expected is not None and args.expected.is_file() else None
     except (MergeError, ExpectedFileError) as exc:
         return _error(str(exc))
     records = merge_records(shards)
@@ -170,7 +178,12 @@ def main(argv: Sequence[str]) -> int:
         print(f"ERROR: {line}")
     run_cases = cases_from_records(records)
     result = None
-    if expected is not None:
+    if args.update_expected:
+        rows, stats = merge_update(expected or {}, run_cases)
+        write_expected(args.expected, rows)
+        print(f"xla-dynamo merge: updated {stats.updated} rows, kept {stats.kept} rows no shard ran "
+              f"({stats.added} new) in {args.expected}")
+    elif expected is not None:
         result = compare(expected, run_cases, timing=timing_from_records(records))
         for text, _ in terminal_lines(result, updating=False, strict_improved=args.strict_improved):
             print(text)

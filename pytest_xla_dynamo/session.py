@@ -37,6 +37,7 @@ WORKEROUTPUT_KEY = "xla_dynamo"
 CHILD_ENV = "PYTEST_XLA_ISOLATED_CHILD"
 #: the user property under which a record travels with its test report
 RECORD_PROPERTY = "xla_{suite}"
+_RECORD_PREFIX = RECORD_PROPERTY.split("{", 1)[0]
 
 
 class XlaSession:
@@ -103,7 +104,7 @@ class XlaSession:
         for prop in ("status", "speedup", "compilation_latency", "unique_graphs", "graph_breaks", "fallbacks"):
             value = getattr(record, prop)
             if value is not None:
-                item.user_properties.append((f"xla_{prop}", value))
+                item.user_properties.append((f"{_RECORD_PREFIX}{prop}", value))
         return record
 
     def merge_worker_output(self, worker: str, output: dict[str, Any]) -> None:
@@ -131,14 +132,14 @@ def _worker_id(node: Any) -> str:
 
 
 def record_from_property(name: str, value: Any) -> dict[str, Any] | None:
-    """The record a test report's user property carries (``xla_<suite>``: the record's JSON), else None."""
-    if not (name.startswith("xla_") and isinstance(value, str) and value.startswith("{")):
+    """The record a test report's user property carries (:data:`RECORD_PROPERTY`: the record's JSON), else None."""
+    if not (name.startswith(_RECORD_PREFIX) and isinstance(value, str) and value.startswith("{")):
         return None
     try:
         data = json.loads(value)
     except ValueError:
         return None
-    return data if isinstance(data, dict) and data.get("suite") == name[len("xla_"):] else None
+    return data if isinstance(data, dict) and name == RECORD_PROPERTY.format(suite=data.get("suite")) else None
 
 
 class XdistHooks:

@@ -62,7 +62,25 @@ def test_merge_gates_over_all_shards(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "merged from 2 shards" in summary.read_text()
 
 
+def test_merge_updates_the_expected_file_from_all_shards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shards = _shards(tmp_path)
+    expected = tmp_path / "expected.csv"
+    expected.write_text("name,backend,mode,status,graph_breaks,unique_graphs,fallbacks,recompiles,flaky,known_issue\n"
+                        "alexnet,trace_once,train,pass,,,,,false,\n"
+                        "vgg16,trace_once,train,pass,,,,,false,\n")
+    code = main(["--out", str(tmp_path / "m"), "--formats", "json", "--expected", str(expected),
+                 "--update-expected", *map(str, shards)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "kept 1 rows no shard ran" in out and "xla-dynamo gate" not in out, out
+    rows = {tuple(line.split(",")[:3]): line for line in expected.read_text().splitlines()[1:]}
+    assert rows[("vgg16", "trace_once", "train")].split(",")[3] == "pass"  # no shard ran it: kept
+    assert rows[("alexnet", "trace_once", "train")].split(",")[3] == "fail_to_run"  # from the shard
+    assert ("resnet18", "trace_once", "train") in rows  # a new case: added
+
+
 @pytest.mark.parametrize(("case", "message"), [
+    ("update", "--update-expected needs --expected FILE"),
     ("duplicate", "duplicate cases in more than one shard"),
     ("settings", "the shards timed with different iterations_per_run: 1, 10"),
     ("missing", "no xla-dynamo.jsonl; run each shard with --xla-report=json"),
@@ -84,6 +102,8 @@ def test_merge_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str], case:
         args += [shards[0], str(tmp_path)]
     elif case == "formats":
         args = ["--out", str(tmp_path / "out"), "--formats", "xml", *shards]
+    elif case == "update":
+        args += ["--update-expected", *shards]
     else:
         args += ["--expected", str(tmp_path / "nope.csv"), *shards]
     assert main(args) == 4
