@@ -55,6 +55,8 @@ class XlaSession:
         self.known_issues: Any = None  # the known_issues.Registry, set by the known-issues plugin
         self.worker_records: dict[str, int] = {}  # controller: records received per worker
         self.recovered_records: dict[str, int] = {}  # controller: records of dead workers, from their reports
+        self.dead_workers: list[str] = []  # controller: workers that died before their end
+        self.snapshot_cleanup_off = False  # controller: syrupy's unused-snapshot cleanup switched off (a dead worker)
         self.shard_counts: tuple[int, int] | None = None  # (selected, collected) under --xla-shard
         self.unchecked_snapshots: set[str] = set()  # graph snapshots of cases that failed before comparing
         self._engine: CaseEngine | None = None
@@ -172,10 +174,22 @@ class XdistHooks:
         output = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
         worker = _worker_id(node)
         streamed = self.streamed.pop(worker, [])
-        if output is None and streamed:  # the worker died before sending: keep what its reports carried
+        if output is None:  # the worker died before its end
+            self.session.dead_workers.append(worker)
+            self._keep_snapshots()
+        if output is None and streamed:  # keep what its reports carried
             output = {"records": streamed}
             self.session.recovered_records[worker] = len(streamed)
         self.session.merge_worker_output(worker, output or {})
+
+    def _keep_snapshots(self) -> None:
+        """A dead worker never sends syrupy its snapshot use, and syrupy (7.0) counts worker reports, not
+        workers: its replacement's report makes the count whole, and the controller would delete the dead
+        worker's snapshots as unused under ``--snapshot-update``. Switch the cleanup off for this session."""
+        option = self.session.config.option
+        if hasattr(option, "disable_unused_snapshots") and not option.disable_unused_snapshots:
+            option.disable_unused_snapshots = True
+            self.session.snapshot_cleanup_off = True
 
 
 session_key = pytest.StashKey[XlaSession]()

@@ -302,9 +302,10 @@ from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.session import get_session
 
 
-def test_records(request):
+def test_records(request, snapshot):
     get_session(request.config).record(request.node, CaseRecord(suite="parity", name="m_kept", backend="trace_once",
                                                                  mode="train", status="pass"))
+    assert snapshot == "signature"
 
 
 def test_dies():
@@ -321,13 +322,20 @@ def test_a_dead_workers_records_reach_the_report(pytester: pytest.Pytester) -> N
     """A worker killed after a recorded test (as by the OOM killer) sends no workeroutput; the record its test
     report carried still reaches the controller's report, and the summary says where it came from. The
     replacement worker runs the rest once, not the test that killed its predecessor, and the session ends
-    (xdist 3.8.0's loadgroup scheduler hung here: pytest-dev/pytest-xdist#1323)."""
+    (xdist 3.8.0's loadgroup scheduler hung here: pytest-dev/pytest-xdist#1323). The snapshot the dead worker
+    used is not deleted as unused under ``--snapshot-update`` (syrupy 7.0 would: its replacement's report makes
+    its count of worker reports whole)."""
     pytester.makepyfile(test_dying=DYING_WORKER_TESTS)
+    pytester.runpytest_subprocess("-k", "test_records", "--snapshot-update").assert_outcomes(passed=1)
+    stored = pytester.path / "__snapshots__" / "test_dying.ambr"
+    assert stored.is_file()
     result = pytester.runpytest_subprocess("-n", "1", "-p", "no:randomly", "--xla-report=json",
-                                           "--xla-report-dir=out", timeout=300)
+                                           "--xla-report-dir=out", "--snapshot-update", timeout=300)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*node down*", "*worker 'gw0' crashed while running 'test_dying.py::test_dies'*",
-                                 "*gw0 died before its end: its 1 record(s) taken from its test reports*"])
+                                 "*gw0 died before its end: its 1 record(s) taken from its test reports; syrupy's "
+                                 "unused-snapshot check switched off*"])
+    assert stored.is_file() and "signature" in stored.read_text()
     assert result.stdout.str().count("node down") == 1  # the crashing test ran once: one worker died
     records = [json.loads(line) for line in (pytester.path / "out" / "xla-dynamo.jsonl").read_text().splitlines()]
     assert sorted((r["name"], r["status"]) for r in records) == [("m_after", "pass"), ("m_kept", "pass")]

@@ -130,6 +130,9 @@ class ReportPlugin:
                      + ", ".join(f"{w}: {n}" for w, n in sorted(worker_records.items())) + ")")
         for worker, count in sorted(self.session.recovered_records.items()):
             line += f"; {worker} died before its end: its {count} record(s) taken from its test reports"
+        if self.session.snapshot_cleanup_off:
+            line += ("; syrupy's unused-snapshot check switched off (a dead worker's snapshot use is lost: "
+                     "nothing deleted as unused; rerun its tests to rewrite their snapshots)")
         if self.interrupted or exitstatus in UNFINISHED:
             line += " (session interrupted)"
         tr.write_line(line)
