@@ -4,8 +4,11 @@
 
 Reads a JSON report (``--xla-report=json``) and prints, per parity case that diverged, the diverging tensors
 by group (loss, outputs, grads, params, buffers) with their steps and largest error; ``--ignore`` globs
-(e.g. a registry entry's ``diverging``) split off what is already explained. Figures only; the exit status
-is 0 whatever diverged.
+(e.g. a registry entry's ``diverging``) split off what is already explained. Then, for every failing case
+(any suite), the registry entries its triage matched at run time (``extra.triage.matches``: the entry's
+``raises`` and ``match`` agree with the failure; ``full``: its ``diverging`` covers every diverging tensor),
+which says which entry a failure can be added to without a rerun. Figures only; the exit status is 0
+whatever diverged.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_xla_dynamo.parity.compare import GROUPS
+from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.report import read_json
 
 
@@ -46,7 +50,26 @@ def main() -> int:
             worst = max(members, key=lambda d: float(str(d["max_abs_err"])) if d["max_abs_err"] is not None else 0.0)
             print(f"  {group:<8} {len(members):>3} (steps {', '.join(map(str, steps))}); largest: "
                   f"{worst['tensor']} step {worst['step']}, max abs err {worst['max_abs_err']}")
+    print_matches(read_json(args.report))
     return 0
+
+
+def print_matches(records: list[CaseRecord]) -> None:
+    """Each failing case's run-time triage: the exception's first line, the known issue it was declared
+    under, and the registry entries it matched (``full`` or ``partial``)."""
+    lines = []
+    for record in records:
+        triage = record.extra.get("triage")
+        if not isinstance(triage, dict) or record.status in ("pass", "", None):
+            continue
+        found = triage.get("matches") or []
+        matches = ", ".join(f"{m['id']} ({'full' if m.get('full') else 'partial'})" for m in found)
+        lines.append(f"{record.suite} {record.name} / {record.backend} / {record.mode}: {record.status}; "
+                     f"declared: {triage.get('known') or '-'}; matches: {matches or 'none'}\n"
+                     f"    {str(triage.get('first_line', ''))[:160]}")
+    if lines:
+        print("\nfailing cases and the registry entries their triage matched:")
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":

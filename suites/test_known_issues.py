@@ -303,6 +303,20 @@ def test_openxla_eval_outputs_require_grad(xla_device: Any) -> None:
     assert model.weight.grad is not None
 
 
+def test_adaptive_avg_pool_of_a_channels_last_view_under_openxla(xla_device: Any) -> None:
+    """local:openxla-channels-last-adaptive-avg-pool (pytorch/xla#9193): ``F.adaptive_avg_pool2d(x, 1)`` of a
+    permuted (channels-last strided) map, as torchvision's convnext and swin heads pool, under
+    ``torch.compile(backend="openxla")``: ATen restores the channels-last strides with ``as_strided_``, an in-place
+    view op, which fails under openxla like ``squeeze_``."""
+
+    def head(x: Any) -> Any:
+        return F.adaptive_avg_pool2d(x.permute(0, 3, 1, 2), 1)
+
+    x = torch.randn(2, 2, 2, 8)
+    got = torch.compile(head, backend="openxla")(x.to(xla_device))
+    torch.testing.assert_close(got.cpu(), head(x))
+
+
 def test_openxla_output_keeps_grad_beside_detached_copy(xla_device: Any) -> None:
     """local:openxla-detached-copy-drops-grad: a compiled function returning a tensor and its detached copy
     (what a forward hook that keeps ``out.detach().clone()`` adds to the graph): the tensor must still
@@ -372,6 +386,13 @@ def test_cspresnet50_step1_stem_grad_like_eager(xla_device: Any) -> None:
     convolution must be as close to fp64 as same()'s factor 2 allows."""
     pytest.importorskip("timm")
     _assert_as_close_to_fp64_as_eager("timm.cspresnet50", "grad stem.conv1.conv.weight", 1)
+
+
+def test_googlenet_step1_stem_grad_like_eager(xla_device: Any) -> None:
+    """local:xla-googlenet-step1-grads: torchvision's googlenet at the zoo's small tier (64x64, batch 2, dropout
+    patched out, seed 1337), one SGD step on CPU eager, its fp64 copy and lazy XLA: the step-1 gradient of the
+    stem's convolution must be as close to fp64 as same()'s factor 2 allows."""
+    _assert_as_close_to_fp64_as_eager("torchvision.googlenet", "grad conv1.conv.weight", 1)
 
 
 def test_slice_negative_start_beyond_size_clamps_like_eager(xla_device: Any) -> None:

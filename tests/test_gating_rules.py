@@ -156,6 +156,15 @@ def test_compare_whole_run() -> None:
     assert not only_improved.failed() and only_improved.failed(strict_improved=True)
 
 
+def test_an_expected_status_the_run_did_not_measure_is_missing() -> None:
+    """A case whose graphs test ran but whose parity test did not (a dead worker) is not a PASS."""
+    expected = parse_expected(f"{HEADER}\nm,trace_once,train,pass,pass,,,,,false,\n")
+    result = r.compare(expected, cases_from_records([rec("graphs", "m", status="pass")]))
+    (verdict,) = result.verdicts
+    assert verdict.label == lb.MISSING and not result.failed()  # reported, as a case not run is
+    assert verdict.findings[0].detail.startswith("status pass expected, not measured in this run")
+
+
 def test_compare_without_expected_file_runs_only_the_speedup_gate() -> None:
     run = cases_from_records([rec("parity", "m", status="fail_accuracy")])
     result = r.compare(None, run)

@@ -199,6 +199,9 @@ def compare_case(expected: CaseRow | None, run: RunCase | None, *, compare_rows:
         return findings
     flaky = expected.flaky or run.row.flaky
     status = status_rule(expected.status, run.row.status, flaky)
+    if status is None and expected.status and not run.row.status:  # the case ran (graphs, timing) but no parity
+        status = Finding(MISSING, "status", f"status {expected.status} expected, not measured in this run (no parity "
+                         "record: the parity test did not run, or its worker died)", expected.status, "")
     if status is not None:
         if flaky and status.label in (PASS, XFAIL) and run.row.flaky:
             status = replace(status, detail=f"{status.detail} (flaky vote: {', '.join(run.runs) or 'not unanimous'})")
