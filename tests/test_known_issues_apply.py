@@ -11,6 +11,7 @@ import pytest
 from pytest_xla_dynamo.known_issues.apply import (
     PROP_ID,
     PROP_INFO,
+    Applied,
     KnownCrash,
     applied_issue,
     apply_to_items,
@@ -167,3 +168,17 @@ def test_apply_to_items_collects_errors_once(items: dict[str, pytest.Item]) -> N
     errors = apply_to_items(Registry(), markers[::-1], "xfail")
     assert errors == apply_to_items(Registry(), markers, "xfail")  # the same whatever the test order
     assert [e.split(":")[2] for e in errors] == ["test_marker", "test_plain"]
+
+
+def test_applied_explains_only_the_recorded_failure() -> None:
+    """The record of a declared case names its entry only for the failure the entry records."""
+
+    class Diverged(ValueError):
+        diverging = ("buffer bn.running_var", "grad conv.weight")
+
+    known = parse_entry(entry(id="local:k", match="step 1, buffer", diverging=["buffer *running_var"]), source="r")
+    applied = Applied(known, True, "xfail", ValueError)
+    assert applied.explains(ValueError("fail_accuracy: step 1, buffer bn.running_var: ..."))
+    assert not applied.explains(ValueError("fail_accuracy: step 1, grad conv.weight: ..."))  # another message
+    assert not applied.explains(KeyError("step 1, buffer bn.running_var"))  # another class
+    assert not applied.explains(Diverged("step 1, buffer bn.running_var"))  # a tensor beyond its diverging

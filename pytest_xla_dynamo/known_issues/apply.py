@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,17 @@ class Applied:
     affected: bool
     action: str
     exc_type: type[BaseException] | None = None
+
+
+    def explains(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the failure the entry records, as the judge checks a strict xfail: its class
+        (``raises``), its message (``match``) and its diverging tensors (``diverging``)."""
+        entry = self.entry
+        if self.exc_type is not None and not isinstance(exc, self.exc_type):
+            return False
+        if entry.match and not re.search(entry.match, str(exc)):
+            return False
+        return not entry.unexplained(getattr(exc, "diverging", None) or ())
 
 
 applied_key = pytest.StashKey[Applied]()

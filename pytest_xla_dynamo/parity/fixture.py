@@ -84,13 +84,16 @@ class XlaParity:
 
         xcfg = self.session.xcfg
         applied = applied_issue(self.item)
-        known = applied.entry.id if applied is not None and applied.action == "xfail" else ""
-        repro = repro_command(self.item.nodeid, xcfg, backend.name, registry_off=bool(known),
+        declared = applied is not None and applied.action == "xfail"
+        repro = repro_command(self.item.nodeid, xcfg, backend.name, registry_off=declared,
                               prefix=self.session.repro_prefix)
         extra: dict[str, Any] = {"tolerance": result.tolerance.describe(), "runs": result.runs,
                                  "tensor": result.tensor, "max_abs_err": result.max_abs_err, "step": result.step,
                                  "compile_seconds": result.compile_seconds}
         error = None if result.ok else self._error(result, repro)
+        # the record names the entry only when this failure is the one it records (else the judge fails the test)
+        explained = declared and applied is not None and error is not None and applied.explains(error)
+        known = applied.entry.id if explained and applied is not None else ""
         if error is not None and xcfg.triage != "off":
             triage = self._triage(spec, backend, mode, result, repro, error)
             remember(self.item, triage)
