@@ -98,3 +98,6 @@ def test_a_dead_workers_records_come_from_its_test_reports(monkeypatch: pytest.M
     hooks.pytest_testnodedown(SimpleNamespace(workeroutput={WORKEROUTPUT_KEY: {"records": []}},
                                               workerinput={"workerid": "gw1"}), None)
     assert len(list(controller.store)) == 1 and "gw1" not in controller.recovered_records
+    assert controller.dead_workers == ["gw0"]  # gw1 ended normally
+    hooks.pytest_testnodedown(SimpleNamespace(workeroutput={}, workerinput={"workerid": "gw2"}), "crashed")
+    assert controller.dead_workers == ["gw0", "gw2"] and "gw2" not in controller.recovered_records  # nothing streamed

@@ -49,7 +49,6 @@ class Applied:
     action: str
     exc_type: type[BaseException] | None = None
 
-
     def explains(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the failure the entry records, as the judge checks a strict xfail: its class
         (``raises``), its message (``match``) and its diverging tensors (``diverging``)."""

@@ -128,8 +128,10 @@ class ReportPlugin:
             workers = len(worker_records)
             line += (f" from {workers} xdist worker{'s' if workers != 1 else ''} ("
                      + ", ".join(f"{w}: {n}" for w, n in sorted(worker_records.items())) + ")")
-        for worker, count in sorted(self.session.recovered_records.items()):
-            line += f"; {worker} died before its end: its {count} record(s) taken from its test reports"
+        for worker in sorted(self.session.dead_workers):
+            count = self.session.recovered_records.get(worker)
+            line += (f"; {worker} died before its end: its {count} record(s) taken from its test reports" if count
+                     else f"; {worker} died before its end, with no record to take from its test reports")
         if self.session.snapshot_cleanup_off:
             line += ("; syrupy's unused-snapshot check switched off (a dead worker's snapshot use is lost: "
                      "nothing deleted as unused; rerun its tests to rewrite their snapshots)")
