@@ -174,12 +174,12 @@ class XdistHooks:
         output = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
         worker = _worker_id(node)
         streamed = self.streamed.pop(worker, [])
-        if output is None:  # the worker died before its end
+        if output is None:  # the worker died before its end: keep what its reports carried
             self.session.dead_workers.append(worker)
             self._keep_snapshots()
-        if output is None and streamed:  # keep what its reports carried
-            output = {"records": streamed}
-            self.session.recovered_records[worker] = len(streamed)
+            if streamed:
+                output = {"records": streamed}
+                self.session.recovered_records[worker] = len(streamed)
         self.session.merge_worker_output(worker, output or {})
 
     def _keep_snapshots(self) -> None:

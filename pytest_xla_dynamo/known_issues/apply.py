@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +54,7 @@ class Applied:
         entry = self.entry
         if self.exc_type is not None and not isinstance(exc, self.exc_type):
             return False
-        if entry.match and not re.search(entry.match, str(exc)):
+        if not entry.matches(str(exc)):
             return False
         return not entry.unexplained(getattr(exc, "diverging", None) or ())
 

@@ -7,7 +7,6 @@ No torch here.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import pytest
@@ -35,7 +34,7 @@ def crash_verdict(item: pytest.Item, signal_name: str | None, returncode: int, o
         if entry.signal and entry.signal != signal_name:
             return CrashVerdict(None, f"known crash {entry.id} expects signal {entry.signal}, got {how}",
                                 ((PROP_OUTCOME, "other_failure"),))
-        if entry.match and not re.search(entry.match, output):
+        if not entry.matches(output):
             return CrashVerdict(None, f"known crash {entry.id}: the crash output does not match "
                                       f"{entry.match!r}", ((PROP_OUTCOME, "other_failure"),))
         return CrashVerdict(f"{entry.reason} [crashed with {how}]", f"known crash {entry.id}: crashed with {how}",

@@ -10,7 +10,6 @@ outcome (a user property), so the summary can be built from reports alone. No to
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -45,7 +44,7 @@ def judge(applied: Applied, call: pytest.CallInfo[None], rep: pytest.TestReport,
                 return
             message = str(excinfo.value)
             unexplained = entry.unexplained(getattr(excinfo.value, "diverging", None) or ())
-            if entry.match and not re.search(entry.match, message):
+            if not entry.matches(message):
                 rep.outcome = "failed"
                 del rep.wasxfail
                 explain(rep, entry, f"expected {entry.raises} matching {entry.match!r}, got "

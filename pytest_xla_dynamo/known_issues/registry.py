@@ -109,6 +109,10 @@ class KnownIssue:
         """The exception class ``raises`` names (None: not given, or its module is not installed)."""
         return resolve_exception(self.raises) if self.raises else None
 
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` (an exception's message, a crash's output) agrees with ``match`` (always, without one)."""
+        return not self.match or re.search(self.match, text) is not None
+
     def unexplained(self, tensors: Iterable[str]) -> list[str]:
         """The ``tensors`` (diverging tensor names) that ``diverging`` does not cover (none without globs). A glob
         equal to a name covers it as written: ``output[0]`` is that output, not fnmatch's class ``[0]``."""

@@ -84,16 +84,15 @@ class XlaParity:
 
         xcfg = self.session.xcfg
         applied = applied_issue(self.item)
-        declared = applied is not None and applied.action == "xfail"
-        repro = repro_command(self.item.nodeid, xcfg, backend.name, registry_off=declared,
+        declared = applied if applied is not None and applied.action == "xfail" else None
+        repro = repro_command(self.item.nodeid, xcfg, backend.name, registry_off=declared is not None,
                               prefix=self.session.repro_prefix)
         extra: dict[str, Any] = {"tolerance": result.tolerance.describe(), "runs": result.runs,
                                  "tensor": result.tensor, "max_abs_err": result.max_abs_err, "step": result.step,
                                  "compile_seconds": result.compile_seconds}
         error = None if result.ok else self._error(result, repro)
         # the record names the entry only when this failure is the one it records (else the judge fails the test)
-        explained = declared and applied is not None and error is not None and applied.explains(error)
-        known = applied.entry.id if explained and applied is not None else ""
+        known = declared.entry.id if declared is not None and error is not None and declared.explains(error) else ""
         if error is not None and xcfg.triage != "off":
             triage = self._triage(spec, backend, mode, result, repro, error)
             remember(self.item, triage)

@@ -103,7 +103,7 @@ def match_failure(entries: Iterable[KnownIssue], failure: Failure) -> list[Match
             continue  # crashes are judged by the isolation plugin; a match needs a message pattern
         if not _raises_ok(entry, failure):
             continue
-        if not re.search(entry.match, failure.message):
+        if not entry.matches(failure.message):
             continue
         if entry.backends and failure.backend and failure.backend not in entry.backends:
             continue
