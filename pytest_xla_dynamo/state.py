@@ -42,6 +42,18 @@ def _restore_rng(saved: dict[str, Any]) -> None:
         xm.set_rng_state(saved["xla"])
 
 
+def flush_pending() -> None:
+    """Run what earlier tests left pending on the XLA device (a step that raised half-way leaves its lazy
+    graph behind, held by its traceback), so that the next ``torch_xla.sync()`` of this test does not
+    compile and count it as this test's (a steady-state "recompile" of a case that compiled nothing)."""
+    if devices.runtime_up():
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+
+        torch_xla.sync()
+        xm.wait_device_ops()
+
+
 def reset_counters() -> None:
     """Clear dynamo's counters and torch_xla's metrics (not the compiled code)."""
     from torch._dynamo.utils import counters
@@ -63,6 +75,7 @@ def clean_state(seed: int, *, reset_dynamo: bool = True) -> Iterator[None]:
     grad_enabled = torch.is_grad_enabled()
     if reset_dynamo:
         torch._dynamo.reset()
+    flush_pending()
     reset_counters()
     devices.seed_everything(seed)
     try:

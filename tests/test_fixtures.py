@@ -1,5 +1,6 @@
 """Fixtures and markers in a test file outside this repo: xla_device, xla_backend, tensor_mode,
-xla_patch / xla_patches, per-test isolation; with -n 0, -n 2 and -p no:xdist."""
+xla_patch / xla_patches, per-test isolation (patches, seeds, dynamo, pending lazy work); with -n 0, -n 2
+and -p no:xdist."""
 
 from __future__ import annotations
 
@@ -80,6 +81,25 @@ def test_each_test_is_seeded(xla_device, run):
     print(f"SEEDED run={run} cpu={torch.rand(1).item():.6f} xla={torch.rand(1, device=xla_device).item():.6f}")
 
 
+PENDING = []
+
+
+@pytest.mark.xdist_group("pending")
+def test_fails_with_lazy_work_pending(xla_device):
+    PENDING.append(torch.full((3,), 7.0, device=xla_device) * 3 + 1)  # a lazy graph, never synced
+    raise RuntimeError("deliberate failure with lazy work pending")
+
+
+@pytest.mark.xdist_group("pending")
+def test_starts_with_nothing_pending(xla_device):
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+    import torch_xla.debug.metrics as met
+    torch_xla.sync()
+    xm.wait_device_ops()
+    assert met.metric_data("ExecuteTime") is None, "ran a graph an earlier test left pending"
+
+
 def test_dynamo_is_reset_per_test(xla_device):
     from torch._dynamo.utils import counters
     assert not counters["stats"], dict(counters["stats"])
@@ -97,9 +117,10 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def _check(result: pytest.RunResult, pytester: pytest.Pytester) -> None:
     out = result.stdout.str()
-    # exactly one deliberate failure; everything else passes
-    result.assert_outcomes(passed=11, failed=1)
+    # exactly two deliberate failures; everything else passes (a failed test's pending lazy work is not the next's)
+    result.assert_outcomes(passed=12, failed=2)
     assert "RuntimeError: deliberate failure inside a patched test" in out
+    assert "RuntimeError: deliberate failure with lazy work pending" in out
     for node in ("test_backend[trace_once]", "test_backend[trace_everytime]", "test_tensor_mode[eager]",
                  "test_tensor_mode[fake]"):
         assert node in out, node
