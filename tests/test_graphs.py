@@ -373,6 +373,10 @@ def test_snapshots_in_sessions_with_and_without_xdist(project: pytest.Pytester) 
             "warm-up (2 steps), "
             "every steady step must reuse the compiled graphs:") in lines
     assert any(line.startswith("steady step 1: ") and "XLA compilation(s)" in line for line in lines), lines
+    # the triage names the check that failed: the first steady step that compiled, the signature's comparison
+    stages = [line.split("stage:", 1)[1].strip() for line in text.splitlines() if line.strip().startswith("stage:")]
+    assert "comparison of steady step 1 on trace_once" in stages, stages
+    assert "comparison (graph signature) on trace_once" in stages, stages
     assert "1 snapshot unused" in text and ORPHAN.replace(".json", "") in text, text
     assert not [line for line in text.splitlines() if "unused" in line and "trace_everytime" in line], text
     records = _records(project)

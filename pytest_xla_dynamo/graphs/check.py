@@ -20,6 +20,7 @@ from pytest_xla_dynamo.graphs.signature import STEADY_STEPS, build_signature, co
 from pytest_xla_dynamo.graphs.snapshots import compare, snapshot_stem
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.repro import repro_command
+from pytest_xla_dynamo.triage.stages import Where, mark
 
 if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
@@ -127,5 +128,9 @@ class GraphCheck:
         if error is not None:
             extra = f"\n{snapshot_failure}" if snapshot_failure is not None and not isinstance(
                 error, GraphSignatureError) else ""
-            raise type(error)(f"{error}{extra}\nreproduce: {repro}")
+            raised = type(error)(f"{error}{extra}\nreproduce: {repro}")
+            # the triage names the check: the first steady step that compiled, else the signature's comparison
+            first = next((i for i, s in enumerate(steady, 1) if recompiles([s])), None) if recompiled else None
+            mark(raised, Where("comparison", first, "steady" if first else "graph signature", backend.name))
+            raise raised
         return signature
