@@ -39,6 +39,8 @@ def test_marker_entry_merges_over_the_registry() -> None:
     filtered = marker_entry(registry, pytest.mark.xla_known_issue("local:base", models=["m1"]).mark, "t")
     assert filtered.models == ("m1",) and filtered.source == "r.toml" and filtered.line == 3
     assert isinstance(filtered, KnownIssue)
+    by_tier = marker_entry(registry, pytest.mark.xla_known_issue("local:base", tiers=["full"]).mark, "t")
+    assert by_tier.tiers == ("full",) and by_tier.source == "r.toml"
 
 
 def test_marker_entry_errors() -> None:
@@ -48,7 +50,7 @@ def test_marker_entry_errors() -> None:
     with pytest.raises(RegistryError, match=re.escape(
             "t: @pytest.mark.xla_known_issue('local:y'): unknown keyword argument(s) colour; valid: affects, title, "
             "url, kind, raises, match, signal, reproducer, status, fixed_in, notes, backends, modes, models, "
-            "related, diverging, torch, torch_xla")):
+            "tiers, related, diverging, torch, torch_xla")):
         marker_entry(registry, pytest.mark.xla_known_issue("local:y", colour="red").mark, "t")
     with pytest.raises(RegistryError, match="known issue 'local:y' is not in the registry"):
         marker_entry(registry, pytest.mark.xla_known_issue("local:y").mark, "t")
@@ -95,6 +97,8 @@ def _registry() -> Registry:
         parse_entry(entry(id="local:eager", tests=["test_backends", "test_inference"], backends=["eager"],
                           modes=["train"], affects=affected), source="r"),
         parse_entry(entry(id="local:fixed", reproducer="test_fixed", affects={"torch_xla": "<0.1"}), source="r"),
+        parse_entry(entry(id="local:plain-full", reproducer="test_plain", tiers=["full"], affects=affected),
+                    source="r"),
     ])
 
 
@@ -108,7 +112,7 @@ def items(pytester: pytest.Pytester) -> dict[str, pytest.Item]:
 def test_match_item_and_policies(items: dict[str, pytest.Item]) -> None:
     registry = _registry()
     assert test_modes(items["test_backends[eager]"]) == ["train"]
-    actions = {name: (a.entry.id, a.action, a.affected) if (a := match_item(registry, item, "xfail")) else None
+    actions = {name: (a.entry.id, a.action, a.affected) if (a := match_item(registry, item, "xfail", "small")) else None
                for name, item in items.items()}
     assert actions == {
         "test_error": ("local:error", "xfail", True),
@@ -118,8 +122,11 @@ def test_match_item_and_policies(items: dict[str, pytest.Item]) -> None:
         "test_inference": None,  # filtered out by its mode
         "test_fixed": ("local:fixed", "regression", False),
         "test_marker": ("local:by-marker", "xfail", True),
-        "test_plain": None,
+        "test_plain": None,  # its entry holds at the full tier only
     }
+    at_full = match_item(registry, items["test_plain"], "xfail", "full")
+    assert at_full is not None and at_full.entry.id == "local:plain-full"
+    assert match_item(registry, items["test_error"], "xfail", "full") is not None  # no tiers: any tier
     error = match_item(registry, items["test_error"], "xfail")
     assert error is not None and error.exc_type is KeyError
     crash = match_item(registry, items["test_crash"], "xfail")
@@ -130,7 +137,7 @@ def test_match_item_and_policies(items: dict[str, pytest.Item]) -> None:
 
 
 def test_apply_to_items_marks_them(items: dict[str, pytest.Item]) -> None:
-    errors = apply_to_items(_registry(), list(items.values()), "xfail")
+    errors = apply_to_items(_registry(), list(items.values()), "xfail", "small")
     assert errors == []
     error = items["test_error"]
     xfail = error.get_closest_marker("xfail")

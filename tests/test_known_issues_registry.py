@@ -80,6 +80,7 @@ def test_affected_defaults_to_the_installed_versions() -> None:
     (entry(kind="crash", raises="", signal="ABRT"), "is not a signal name"),
     (entry(tests="test_a"), None),  # a single name is accepted as a list
     (entry(tests=[1]), "must be a list of strings"),
+    (entry(tiers=["small", "huge"]), "tiers=['small', 'huge']: 'huge' is not a tier; valid: small, full"),
 ])
 def test_parse_entry_validates(data: dict[str, Any], message: str | None) -> None:
     if message is None:
@@ -120,6 +121,16 @@ def test_applies_to_names_and_parameters() -> None:
     assert not issue.applies_to("test_parity", {"xla_model": "vgg16"}, ["infer"])
     assert not issue.applies_to("test_other", {}, [])
     assert issue.applies_to("test_other", {}, [], by_marker=True)
+
+
+def test_applies_to_tiers() -> None:
+    """An entry with ``tiers`` holds at those tiers only; without, at any; a call without a tier is not filtered."""
+    small = parse_entry(entry(tests=["test_parity"], tiers=["small"]), source="s")
+    anywhere = parse_entry(entry(tests=["test_parity"]), source="s")
+    assert small.applies_to("test_parity", {}, [], tier="small")
+    assert not small.applies_to("test_parity", {}, [], tier="full")
+    assert small.applies_to("test_parity", {}, [])
+    assert anywhere.applies_to("test_parity", {}, [], tier="full")
 
 
 # --- files and the registry ---------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_xla_dynamo.known_issues.exceptions import RegistryError
-from pytest_xla_dynamo.known_issues.registry import DISTRIBUTIONS, FIELDS, KnownIssue, Registry, parse_entry
+from pytest_xla_dynamo.known_issues.registry import DISTRIBUTIONS, FIELDS, FILTERS, KnownIssue, Registry, parse_entry
 
 # user_properties keys: they travel with the reports (xdist workers, isolated children)
 PROP_ID = "xla_known_issue"
@@ -112,14 +112,14 @@ def marker_entry(registry: Registry, marker: pytest.Mark, where: str) -> KnownIs
     if base is None:
         data.setdefault("kind", "crash" if data.get("signal") else "error")
     data.pop("tests", None)
-    if base is not None and not (set(marker.kwargs) - {"backends", "modes", "models"}):
-        return dataclasses.replace(base, backends=tuple(data.get("backends", ())),
-                                   modes=tuple(data.get("modes", ())), models=tuple(data.get("models", ())))
+    if base is not None and not (set(marker.kwargs) - set(FILTERS)):
+        narrowed: dict[str, Any] = {name: tuple(data.get(name, ())) for name in FILTERS}
+        return dataclasses.replace(base, **narrowed)
     return parse_entry(data, source="marker", line=None)
 
 
-def match_item(registry: Registry, item: pytest.Item, policy: str) -> Applied | None:
-    """The entry that applies to ``item`` (markers first, then the registry): the first whose
+def match_item(registry: Registry, item: pytest.Item, policy: str, tier: str | None = None) -> Applied | None:
+    """The entry that applies to ``item`` at ``tier`` (markers first, then the registry): the first whose
     versions are affected, else the first that matches; and what ``policy`` makes of it."""
     name = getattr(item, "originalname", None) or item.name
     callspec = getattr(item, "callspec", None)
@@ -128,9 +128,9 @@ def match_item(registry: Registry, item: pytest.Item, policy: str) -> Applied | 
     candidates: list[KnownIssue] = []
     for marker in item.iter_markers("xla_known_issue"):
         entry = marker_entry(registry, marker, item.nodeid)
-        if entry.applies_to(name, params, modes, by_marker=True):
+        if entry.applies_to(name, params, modes, by_marker=True, tier=tier):
             candidates.append(entry)
-    candidates += [e for e in registry.for_test(name) if e.applies_to(name, params, modes)]
+    candidates += [e for e in registry.for_test(name) if e.applies_to(name, params, modes, tier=tier)]
     if not candidates:
         return None
     affected = [e for e in candidates if e.affected()]
@@ -150,14 +150,15 @@ def match_item(registry: Registry, item: pytest.Item, policy: str) -> Applied | 
     return Applied(entry, bool(affected), action, exc_type)
 
 
-def apply_to_items(registry: Registry, items: list[pytest.Item], policy: str) -> list[str]:
-    """Match and mark every item (stash, user properties, xfail/skip/isolation markers); the
+def apply_to_items(registry: Registry, items: list[pytest.Item], policy: str,
+                   tier: str | None = None) -> list[str]:
+    """Match and mark every item (at the run's ``tier``) (stash, user properties, xfail/skip/isolation markers); the
     registry errors met on the way (each once, sorted: the same message whatever the test order),
     for one usage error."""
     errors: list[str] = []
     for item in items:
         try:
-            applied = match_item(registry, item, policy)
+            applied = match_item(registry, item, policy, tier)
         except RegistryError as exc:
             errors.append(str(exc))
             continue

@@ -44,7 +44,7 @@ class KnownIssuesPlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        errors = apply_to_items(self.registry, items, self.policy)
+        errors = apply_to_items(self.registry, items, self.policy, self.session.xcfg.tier)
         if errors:
             raise pytest.UsageError("known issues:\n" + "\n".join(errors))
 

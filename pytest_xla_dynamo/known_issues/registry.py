@@ -14,6 +14,7 @@ The packaged registry is ``registry.toml`` next to this module, one ``[[issue]]`
     reproducer = "test_..."            # its reproducer in suites/test_known_issues.py
     tests = []                         # other test functions it applies to (e.g. "test_parity")
     backends = []; modes = []; models = []   # filters on the test's parameters; empty = any
+    tiers = ["small"]                  # the model tiers (--xla-tier) where it holds; empty = any
     diverging = ["buffer *running_var"]      # accuracy entries: globs every diverging tensor must match
     status = "..."; fixed_in = "..."; notes = "..."; related = ["https://..."]
 
@@ -36,6 +37,7 @@ from packaging.version import InvalidVersion
 
 from pytest_xla_dynamo import versions as _versions
 from pytest_xla_dynamo.known_issues.exceptions import RegistryError, check_exception_name, resolve_exception
+from pytest_xla_dynamo.zoo.spec import TIERS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -48,7 +50,8 @@ DISTRIBUTIONS = _versions.STACK
 
 _STR_FIELDS = ("title", "url", "kind", "raises", "match", "signal", "reproducer", "status", "fixed_in",
                "notes")
-_LIST_FIELDS = ("tests", "backends", "modes", "models", "related", "diverging")
+_LIST_FIELDS = ("tests", "backends", "modes", "models", "tiers", "related", "diverging")
+FILTERS = ("backends", "modes", "models", "tiers")  # the fields a marker may narrow an entry by
 FIELDS = ("id", "affects", *_STR_FIELDS, *_LIST_FIELDS)
 
 
@@ -69,6 +72,8 @@ class KnownIssue:
     backends: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
+    tiers: tuple[str, ...] = ()  # the tiers (``--xla-tier``) where it holds: a failure measured at one tier
+    # (an accuracy drift, an out-of-memory) need not be the failure at another
     status: str = ""
     fixed_in: str = ""
     notes: str = ""
@@ -88,12 +93,15 @@ class KnownIssue:
         return ((self.reproducer,) if self.reproducer else ()) + self.tests
 
     def applies_to(self, name: str, params: Mapping[str, Any], modes: Sequence[str],
-                   *, by_marker: bool = False) -> bool:
-        """Whether this entry targets the test ``name`` with these parameters and modes.
+                   *, by_marker: bool = False, tier: str | None = None) -> bool:
+        """Whether this entry targets the test ``name`` with these parameters and modes, at ``tier``.
 
-        A filter on a parameter the test does not have does not exclude it.
+        A filter on a parameter the test does not have (or on the tier, where none is given) does not
+        exclude it.
         """
         if not by_marker and name not in self.test_names:
+            return False
+        if self.tiers and tier is not None and tier not in self.tiers:
             return False
         for values, key in ((self.models, "xla_model"), (self.backends, "xla_backend")):
             value = params.get(key)
@@ -179,6 +187,10 @@ def parse_entry(data: Mapping[str, Any], *, source: str, line: int | None = None
     elif not values["raises"]:
         raise RegistryError(f"{where}: 'raises' is required for kind {values['kind']!r} "
                             "(the exception type that shows the problem, e.g. 'AssertionError')")
+    bad_tiers = [t for t in values["tiers"] if t not in TIERS]
+    if bad_tiers:
+        raise RegistryError(f"{where}: tiers={list(values['tiers'])!r}: {', '.join(map(repr, bad_tiers))} is not a "
+                            f"tier; valid: {', '.join(TIERS)}")
     if values["signal"] and not values["signal"].startswith("SIG"):
         raise RegistryError(f"{where}: signal={values['signal']!r} is not a signal name (e.g. 'SIGABRT')")
     if values["match"]:
