@@ -166,7 +166,7 @@ def main(argv: Sequence[str]) -> int:
     except (MergeError, ExpectedFileError) as exc:
         return _error(str(exc))
     records = merge_records(shards)
-    print(f"xla-dynamo merge: {len(records)} records from {len(shards)} shards "
+    print(f"xla-dynamo merge: {len(records)} records from {len(shards)} shard{'s' if len(shards) != 1 else ''} "
           f"({', '.join(f'{s.folder}: {len(s.records)}' for s in shards)})")
     for line in table_lines(records):
         print(line)
