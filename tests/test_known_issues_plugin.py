@@ -285,3 +285,23 @@ def test_b():
         "arguments*",
         "*test_m.py::test_b: @pytest.mark.xla_known_issue('local:y'): unknown keyword argument(s) colour; valid:*",
     ])
+
+
+def test_an_entry_holds_at_its_tiers_only(pytester: pytest.Pytester) -> None:
+    """``tiers = ["full"]``: a strict xfail under ``--xla-tier=full``; at the small tier the failure is not it."""
+    pytester.makefile(".toml", registry="""
+[[issue]]
+id = "local:full-only"
+title = "measured at the full tier"
+kind = "error"
+affects = { torch_xla = ">=0.1" }
+raises = "ValueError"
+reproducer = "test_full_only"
+tiers = ["full"]
+""")
+    pytester.makepyfile(test_t="def test_full_only():\n    raise ValueError('at every tier')\n")
+    full = pytester.runpytest_subprocess("--xla-known-issues-file=registry.toml", "--xla-tier=full", "-rA")
+    full.assert_outcomes(xfailed=1)
+    small = pytester.runpytest_subprocess("--xla-known-issues-file=registry.toml", "--xla-tier=small", "-rA")
+    small.assert_outcomes(failed=1)
+    assert "local:full-only" not in small.stdout.str()

@@ -152,7 +152,7 @@ def match_item(registry: Registry, item: pytest.Item, policy: str, tier: str | N
 
 def apply_to_items(registry: Registry, items: list[pytest.Item], policy: str,
                    tier: str | None = None) -> list[str]:
-    """Match and mark every item (at the run's ``tier``) (stash, user properties, xfail/skip/isolation markers); the
+    """Match (at the run's ``tier``) and mark every item (stash, user properties, xfail/skip/isolation markers); the
     registry errors met on the way (each once, sorted: the same message whatever the test order),
     for one usage error."""
     errors: list[str] = []
