@@ -1,10 +1,11 @@
 """Every diverging tensor of a run's parity records, per case: what diverges beyond what a known issue explains.
 
-    python benchmarks/divergences.py xla-report/xla-dynamo.jsonl [--ignore 'buffer *running_var']
+    python benchmarks/divergences.py xla-report[/xla-dynamo.jsonl] [--ignore 'buffer *running_var']
 
-Reads a JSON report (``--xla-report=json``) and prints, per parity case that diverged, the diverging tensors
-by group (loss, outputs, grads, params, buffers) with their steps and largest error; ``--ignore`` globs
-(e.g. a registry entry's ``diverging``) split off what is already explained. Then, for every failing case
+Reads a JSON report (``--xla-report=json``; the file, or the report folder that holds it) and prints, per
+parity case that diverged, the diverging tensors by group (loss, outputs, grads, params, buffers) with their
+steps and largest error; ``--ignore`` globs (e.g. a registry entry's ``diverging``) split off what is already
+explained. Then, for every failing case
 (any suite), the registry entries its triage matched at run time (``extra.triage.matches``: the entry's
 ``raises`` and ``match`` agree with the failure; ``full``: its ``diverging`` covers every diverging tensor),
 which says which entry a failure can be added to without a rerun. Figures only; the exit status is 0
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_xla_dynamo.parity.compare import GROUPS
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.report import read_json
+from pytest_xla_dynamo.report.writer import report_path
 
 
 def main() -> int:
@@ -31,7 +33,14 @@ def main() -> int:
     parser.add_argument("report", type=Path)
     parser.add_argument("--ignore", action="append", default=[], help="glob of explained tensors (repeatable)")
     args = parser.parse_args()
-    for record in read_json(args.report):
+    path = report_path(args.report, "json") if args.report.is_dir() else args.report
+    try:
+        records = read_json(path)
+    except (OSError, ValueError) as exc:  # a missing or unreadable file, or not a JSON report: no traceback
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        parser.error(f"cannot read the report {str(path)!r}: {detail} (give a JSON report, --xla-report=json, "
+                     "or the folder that holds its xla-dynamo.jsonl)")
+    for record in records:
         if record.suite != "parity" or not record.extra.get("divergences"):
             continue
         divs = record.extra["divergences"]
@@ -50,7 +59,7 @@ def main() -> int:
             worst = max(members, key=lambda d: float(str(d["max_abs_err"])) if d["max_abs_err"] is not None else 0.0)
             print(f"  {group:<8} {len(members):>3} (steps {', '.join(map(str, steps))}); largest: "
                   f"{worst['tensor']} step {worst['step']}, max abs err {worst['max_abs_err']}")
-    print_matches(read_json(args.report))
+    print_matches(records)
     return 0
 
 
