@@ -186,7 +186,7 @@ class XdistHooks:
         """A dead worker never sends syrupy its snapshot use, and syrupy (7.0) counts worker reports, not
         workers: its replacement's report makes the count whole, and the controller would delete the dead
         worker's snapshots as unused under ``--snapshot-update``. Switch the cleanup off for this session."""
-        option: Any = getattr(self.session.config, "option", None)  # a unit test's stand-in config may have none
+        option = self.session.config.option
         if hasattr(option, "disable_unused_snapshots") and not option.disable_unused_snapshots:
             option.disable_unused_snapshots = True
             self.session.snapshot_cleanup_off = True

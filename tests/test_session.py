@@ -21,7 +21,9 @@ def _session(monkeypatch: pytest.MonkeyPatch, *, worker: bool = False, child: st
         monkeypatch.delenv(CHILD_ENV, raising=False)
     else:
         monkeypatch.setenv(CHILD_ENV, child)
-    config: Any = SimpleNamespace(workerinput={"workerid": "gw0", "workercount": 2}) if worker else SimpleNamespace()
+    config: Any = SimpleNamespace(option=SimpleNamespace())  # pytest's config, as far as the session reads it
+    if worker:
+        config.workerinput = {"workerid": "gw0", "workercount": 2}
     return XlaSession(config, XlaConfig(), default_registry())
 
 

@@ -130,7 +130,7 @@ class GraphCheck:
                 error, GraphSignatureError) else ""
             raised = type(error)(f"{error}{extra}\nreproduce: {repro}")
             # the triage names the check: the first steady step that compiled, else the signature's comparison
-            first = next((i for i, s in enumerate(steady, 1) if recompiles([s])), None) if recompiled else None
+            first = next((i for i, s in enumerate(steady, 1) if recompiles([s])), None)
             mark(raised, Where("comparison", first, "steady" if first else "graph signature", backend.name))
             raise raised
         return signature
