@@ -9,7 +9,8 @@ report (kept in ``--report-dir``, else a temporary folder), then prints per case
 compilations and their seconds (torch_xla's ``CompileTime``), and in total: the wall time, the number of
 distinct (model, backend, mode) cases, the compilations and compile seconds the parity checks caused (the
 goal: one compilation set per case, none in steady state), and the outcome line. Figures only; nothing is
-asserted.
+asserted. Exits with pytest's exit status (a strict xfail that failed another way, or a gate regression,
+fails the script as it fails pytest).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ], tablefmt="github"))
     for line in gate:
         print(line)
-    return 0
+    return proc.returncode
 
 
 if __name__ == "__main__":

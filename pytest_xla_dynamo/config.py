@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_xla_dynamo.cpu_isa import CPU_ISAS
 from pytest_xla_dynamo.options import (
     BOOL_VALID,
     DEFAULT_ISOLATE_TIMEOUT,
@@ -61,6 +62,7 @@ class XlaConfig:
     baseline_backend: str = "eager"
     baseline_auto: bool = False  # baseline_backend came from 'auto' (see auto_baseline)
     threads: int | None = None  # --xla-threads; None: auto (pytest_xla_dynamo.timing.threads.auto_threads)
+    cpu_isa: str = "avx2"  # --xla-cpu-isa (pytest_xla_dynamo.cpu_isa)
     report: tuple[str, ...] = ("table",)
     report_dir: Path = Path("xla-report")
     known_issues: str = "xfail"
@@ -245,6 +247,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         baseline_backend=auto_baseline(env) if baseline[0] == "auto" else baseline[0],
         baseline_auto=baseline[0] == "auto",
         threads=to_threads(*get("xla_threads")),
+        cpu_isa=choice(*get("xla_cpu_isa"), CPU_ISAS),
         report=choice_list(*get("xla_report"), REPORT_FORMATS, allow_empty=True),
         report_dir=to_path(raw["xla_report_dir"]) or Path("xla-report"),
         known_issues=choice(*get("xla_known_issues"), KNOWN_ISSUE_POLICIES),

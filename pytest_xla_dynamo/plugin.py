@@ -18,6 +18,7 @@ import pytest
 from pytest_xla_dynamo import backends as _backends
 from pytest_xla_dynamo import collection, devices, hookspecs, markers, options, patches, zoo
 from pytest_xla_dynamo import config as _config
+from pytest_xla_dynamo.cpu_isa import CPU_ISAS
 from pytest_xla_dynamo.session import XdistHooks, XlaSession, get_session, session_key
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     registry = _backends.default_registry()
     options.add_options(parser, {"backends": ", ".join(registry.names()),
                                  "patches": ", ".join(patches.patch_names()),
-                                 "collections": ", ".join(zoo.collection_names())})
+                                 "collections": ", ".join(zoo.collection_names()),
+                                 "cpu_isas": ", ".join(CPU_ISAS)})
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -71,6 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if manager.hasplugin("xdist"):
         manager.register(XdistHooks(session), "xla_dynamo_xdist")
     _use_loadgroup(config)
+    from pytest_xla_dynamo.cpu_isa import CpuIsaPlugin
     from pytest_xla_dynamo.gating.plugin import GatingPlugin
     from pytest_xla_dynamo.isolation import IsolationPlugin
     from pytest_xla_dynamo.known_issues.plugin import KnownIssuesPlugin
@@ -81,8 +84,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     # the concern plugins, each given the session (none of them imports torch); triage after known
     # issues, so that its report wrapper sees the judged report
-    for name, factory in (("threads", ThreadBudgetPlugin), ("known_issues", KnownIssuesPlugin),
-                          ("triage", TriagePlugin), ("isolation", IsolationPlugin), ("sharding", ShardingPlugin),
+    for name, factory in (("cpu_isa", CpuIsaPlugin), ("threads", ThreadBudgetPlugin),
+                          ("known_issues", KnownIssuesPlugin), ("triage", TriagePlugin),
+                          ("isolation", IsolationPlugin), ("sharding", ShardingPlugin),
                           ("report", ReportPlugin), ("gating", GatingPlugin)):
         manager.register(factory(session), f"xla_dynamo_{name}")
 

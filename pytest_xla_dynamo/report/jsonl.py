@@ -2,8 +2,9 @@
 
 As torch_xla's ``experiment_runner``: every line is a whole record (:meth:`CaseRecord.to_dict`) plus an
 ``environment`` object (:func:`environment_info`: versions, PJRT device, thread variables, the timing
-options, the machine). :func:`read_json` reads such a file back (a stored timing baseline). No torch:
-versions come from the installed metadata (:func:`pytest_xla_dynamo.versions.installed`).
+options, the CPU and its instruction-set cap, the machine). :func:`read_json` reads such a file back (a
+stored timing baseline). No torch: versions come from the installed metadata
+(:func:`pytest_xla_dynamo.versions.installed`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.cpu_isa import isa_environment
 from pytest_xla_dynamo.fileio import atomic_write
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.timing.threads import budget_environment
 from pytest_xla_dynamo.versions import installed
 
-ENV_DISTRIBUTIONS = ("torch", "torch_xla", "torchvision", "pytest", "pytest-xla-dynamo")
+ENV_DISTRIBUTIONS = ("torch", "torch_xla", "torchvision", "timm", "transformers", "pytest", "pytest-xla-dynamo")
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL_NUM_THREADS", "PJRT_NPROC")
 """Environment variables that change CPU timings (eager's OpenMP pool against XLA:CPU's threads)."""
@@ -43,6 +45,7 @@ def environment_info(xcfg: XlaConfig | None = None, *, argv: Sequence[str] | Non
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
         "threads": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
         "thread_budget": budget_environment(xcfg.threads) if xcfg else None,
+        "cpu_isa": isa_environment(xcfg.cpu_isa if xcfg else None),
         "seed": xcfg.seed if xcfg else None,
         "iterations_per_run": xcfg.iterations_per_run if xcfg else None,
         "repeat": xcfg.repeat if xcfg else None,

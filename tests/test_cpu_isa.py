@@ -1,0 +1,103 @@
+"""Tests of ``--xla-cpu-isa`` (pytest_xla_dynamo.cpu_isa): the settings it makes, what it leaves to the
+environment, its usage errors, and, in pytest sessions with and without xdist, that torch's kernels run
+capped (ATen's dispatch reports the capability it took). The cap's effect on a parity verdict is checked by
+the suites: timm cspresnet50's reproducer fails as recorded only under the cap (docs/zoo.md)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_xla_dynamo import cpu_isa
+from pytest_xla_dynamo.cpu_isa import ISA_VARIABLES, apply_isa, conflicts, current
+
+pytest_plugins = ["pytester"]
+
+
+def test_avx2_sets_onednn_aten_and_an_xla_flag_beside_the_others() -> None:
+    env = {"XLA_FLAGS": "--xla_dump_to=/tmp/x"}
+    done = apply_isa("avx2", explicit=False, environ=env, machine="x86_64")
+    assert env == {"XLA_FLAGS": "--xla_dump_to=/tmp/x --xla_cpu_max_isa=AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                   "ATEN_CPU_CAPABILITY": "avx2"}
+    assert done == "ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2, --xla_cpu_max_isa=AVX2"
+    assert current("--xla_cpu_max_isa", env) == "AVX2" and conflicts("avx2", env) == {}
+    # applying again (an xdist worker inherits the controller's settings) changes nothing
+    assert apply_isa("avx2", explicit=True, environ=env, machine="x86_64") == done
+    assert env["XLA_FLAGS"].count("xla_cpu_max_isa") == 1
+
+
+def test_native_and_non_x86_machines_set_nothing() -> None:
+    env: dict[str, str] = {}
+    assert apply_isa("native", explicit=True, environ=env, machine="x86_64") == "native (no cap set)"
+    assert apply_isa("avx2", explicit=False, environ=env, machine="aarch64").startswith("not set: aarch64")
+    assert env == {}
+
+
+def test_the_environments_own_setting_wins_over_the_default_and_contradicts_an_explicit_choice() -> None:
+    env = {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "XLA_FLAGS": "--xla_cpu_max_isa=AVX512"}
+    done = apply_isa("avx2", explicit=False, environ=env, machine="x86_64")
+    assert done == ("not set: the environment's ONEDNN_MAX_CPU_ISA=AVX512_CORE, --xla_cpu_max_isa=AVX512 kept "
+                    "(avx2 is the default)")
+    assert env == {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "XLA_FLAGS": "--xla_cpu_max_isa=AVX512"}  # no mix
+    with pytest.raises(pytest.UsageError) as err:
+        apply_isa("avx2", explicit=True, environ=dict(env), machine="x86_64")
+    assert str(err.value) == (
+        "--xla-cpu-isa=avx2 sets ONEDNN_MAX_CPU_ISA=AVX2, --xla_cpu_max_isa=AVX2, but the environment has "
+        "ONEDNN_MAX_CPU_ISA=AVX512_CORE, --xla_cpu_max_isa=AVX512; unset it, or pass --xla-cpu-isa=native to "
+        "keep the environment's (valid: avx2, avx512, native)")
+    # the avx512 choice agrees with it
+    assert conflicts("avx512", env) == {}
+
+
+def test_every_choice_caps_the_three_libraries_or_none() -> None:
+    for isa, settings in ISA_VARIABLES.items():
+        assert set(settings) in ({"ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "--xla_cpu_max_isa"}, set()), isa
+    assert cpu_isa.DEFAULT_CPU_ISA == "avx2" and set(cpu_isa.CPU_ISAS) == {"avx2", "avx512", "native"}
+
+
+def test_the_report_names_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    entry = cpu_isa.isa_environment("avx2")
+    assert entry["choice"] == "avx2" and entry["ONEDNN_MAX_CPU_ISA"] == "AVX2" and entry["ATEN_CPU_CAPABILITY"] is None
+    assert entry["cpu"]["model"] and isinstance(entry["cpu"]["flags"], list)
+
+
+CHECK = """
+import os
+
+def test_capped():
+    import torch
+    assert os.environ["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert "--xla_cpu_max_isa=AVX2" in os.environ["XLA_FLAGS"].split()
+    assert torch.backends.cpu.get_cpu_capability() == "AVX2"
+"""
+NATIVE = """
+import os
+
+def test_not_capped():
+    assert "ONEDNN_MAX_CPU_ISA" not in os.environ and "xla_cpu_max_isa" not in os.environ.get("XLA_FLAGS", "")
+"""
+
+
+@pytest.mark.skipif(not cpu_isa.is_x86() or "avx2" not in cpu_isa.cpu_description()["flags"],
+                    reason="needs an x86 CPU with AVX2 (the cap applies there only)")
+def test_sessions_run_torch_capped_with_and_without_xdist(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "XLA_FLAGS", "PYTEST_XLA_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(test_check=CHECK, test_native=NATIVE)
+    for args in (["-p", "no:xdist"], ["-n", "2"]):
+        result = pytester.runpytest_subprocess("test_check.py", *args)
+        assert result.ret == 0, result.stdout.str()
+        result.stdout.fnmatch_lines(["xla-dynamo cpu isa: ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2, "
+                                     "--xla_cpu_max_isa=AVX2 (*"])
+    monkeypatch.setenv("PYTEST_XLA_CPU_ISA", "native")
+    result = pytester.runpytest_subprocess("test_native.py", "-p", "no:xdist")
+    assert result.ret == 0, result.stdout.str()
+    result = pytester.runpytest_subprocess("test_native.py", "--xla-cpu-isa=avx3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --xla-cpu-isa: invalid value 'avx3'; valid: avx2, avx512, native"])
+    assert "Traceback" not in result.stderr.str()
+    assert "ONEDNN_MAX_CPU_ISA" not in os.environ
