@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from collections.abc import Mapping, MutableMapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_xla_dynamo.timing.threads import runtime_already_up
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
@@ -129,6 +132,21 @@ def isa_environment(isa: str | None) -> dict[str, Any]:
     return {"choice": isa, **{name: current(name, os.environ) for name in names}, "cpu": cpu_description()}
 
 
+def too_late(isa: str) -> str:
+    """Why the cap cannot hold in this process, if it cannot: torch already dispatched ATen kernels at
+    another capability, or the XLA runtime already started (checked without importing torch)."""
+    wanted = ISA_VARIABLES[isa].get("ATEN_CPU_CAPABILITY")
+    problems = []
+    torch = sys.modules.get("torch")
+    if wanted and torch is not None and current("ATEN_CPU_CAPABILITY", os.environ) == wanted:
+        have = str(torch.backends.cpu.get_cpu_capability()).lower()
+        if have != wanted:
+            problems.append(f"torch already chose {have} kernels in this process")
+    if wanted and runtime_already_up():
+        problems.append("the XLA runtime was already up")
+    return "; ".join(problems)
+
+
 class CpuIsaPlugin:
     """Sets the session's instruction-set cap at configure time and restores the variables at unconfigure."""
 
@@ -138,6 +156,9 @@ class CpuIsaPlugin:
         source = xcfg.sources.get("xla_cpu_isa", "default")
         label = "--xla-cpu-isa" if source in ("default", "command line") else f"--xla-cpu-isa ({source})"
         self.applied = apply_isa(xcfg.cpu_isa, explicit=source != "default", label=label)
+        late = too_late(xcfg.cpu_isa)
+        if late:
+            self.applied += f" ({late})"
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         cpu = cpu_description()

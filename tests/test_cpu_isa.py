@@ -101,3 +101,13 @@ def test_sessions_run_torch_capped_with_and_without_xdist(
     result.stderr.fnmatch_lines(["ERROR: --xla-cpu-isa: invalid value 'avx3'; valid: avx2, avx512, native"])
     assert "Traceback" not in result.stderr.str()
     assert "ONEDNN_MAX_CPU_ISA" not in os.environ
+
+
+def test_a_cap_set_after_torch_chose_its_kernels_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    have = str(torch.backends.cpu.get_cpu_capability()).lower()
+    isa = "avx512" if have == "avx2" else "avx2"
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", ISA_VARIABLES[isa]["ATEN_CPU_CAPABILITY"])
+    assert f"torch already chose {have} kernels in this process" in cpu_isa.too_late(isa)
+    assert cpu_isa.too_late("native") == ""

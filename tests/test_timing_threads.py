@@ -78,7 +78,7 @@ def test_xla_threads_go_to_pjrt_nproc_before_the_runtime_only_on_the_cpu() -> No
 
 
 def test_the_plugin_sets_pjrt_nproc_only_for_a_timing_session_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(threads, "_runtime_already_up", lambda: False)
+    monkeypatch.setattr(threads, "runtime_already_up", lambda: False)
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
     monkeypatch.setenv(XLA_THREADS_ENV, "7")
     config = FakeConfig()

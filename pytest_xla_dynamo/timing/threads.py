@@ -76,7 +76,7 @@ def budget_for(threads: int | None, cores: int | None = None, xla: str = "not se
     return ThreadBudget(threads, str(threads), cores, xla)
 
 
-def _runtime_already_up() -> bool:
+def runtime_already_up() -> bool:
     """Whether the XLA runtime already started in this process (checked without importing torch_xla)."""
     module = sys.modules.get("torch_xla")
     if module is None:
@@ -94,7 +94,7 @@ def set_xla_threads(threads: int, environ: MutableMapping[str, str] | None = Non
     device = env.get("PJRT_DEVICE", "CPU").strip().upper() or "CPU"
     if device != "CPU":
         return f"not set: PJRT_DEVICE={device} (the budget applies to torch's CPU threads only)"
-    up = _runtime_already_up() if runtime_up is None else runtime_up
+    up = runtime_already_up() if runtime_up is None else runtime_up
     if up:
         current = env.get(XLA_THREADS_ENV)
         return (f"not set: the XLA runtime was already up ({XLA_THREADS_ENV}="
