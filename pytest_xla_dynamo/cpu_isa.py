@@ -18,8 +18,8 @@ Each is read once, when its library first dispatches a kernel or the XLA runtime
 sets them at configure time, before any test runs torch; xdist workers and isolated children inherit
 them. Where the environment already has one of them with another value, it chose itself: with the default
 nothing is set (the report header says so); an explicit ``--xla-cpu-isa`` that contradicts it is a usage
-error. ``native`` sets
-nothing (what timing on the machine's fastest kernels wants). Off x86 nothing is set. No torch here.
+error. ``native`` sets nothing (what timing on the machine's fastest kernels wants). Off x86 nothing is
+set. No torch here.
 """
 
 from __future__ import annotations

@@ -116,9 +116,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("threads", "compute threads of the timed cases, baseline and backend alike (torch's intra-op "
            "threads and XLA:CPU's PJRT_NPROC): an integer >= 1 or 'auto' (1 on <= 2 cores)", "auto",
            metavar="N"),
-    Option("cpu-isa", "instruction set CPU kernels may use (oneDNN's ONEDNN_MAX_CPU_ISA and ATen's "
-           "ATEN_CPU_CAPABILITY, set before torch runs): {cpu_isas}; 'avx2' (default) gives the verdicts the "
-           "expected files were recorded with on any x86 machine, 'native' leaves the machine's fastest kernels",
+    Option("cpu-isa", "instruction set CPU kernels may use (oneDNN's ONEDNN_MAX_CPU_ISA, ATen's "
+           "ATEN_CPU_CAPABILITY and XLA:CPU's --xla_cpu_max_isa, set before torch runs): {cpu_isas}; 'avx2' "
+           "(default) gives the verdicts the expected files were recorded with on any x86 machine, 'native' "
+           "leaves the machine's fastest kernels",
            "avx2", metavar="ISA"),
     Option("report", "reports written at the end: comma list of table,csv,json,png", "table",
            metavar="FORMATS"),
