@@ -118,8 +118,8 @@ OPTIONS: tuple[Option, ...] = (
            metavar="N"),
     Option("cpu-isa", "instruction set CPU kernels may use (oneDNN's ONEDNN_MAX_CPU_ISA, ATen's "
            "ATEN_CPU_CAPABILITY and XLA:CPU's --xla_cpu_max_isa, set before torch runs): {cpu_isas}; 'avx2' "
-           "(default) gives the verdicts the expected files were recorded with on any x86 machine, 'native' "
-           "leaves the machine's fastest kernels",
+           "(default) runs the kernels the expected files were recorded with, 'native' leaves the machine's "
+           "fastest kernels",
            "avx2", metavar="ISA"),
     Option("report", "reports written at the end: comma list of table,csv,json,png", "table",
            metavar="FORMATS"),
