@@ -29,11 +29,13 @@ import os
 import platform
 import sys
 from collections.abc import Mapping, MutableMapping
+from dataclasses import replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_xla_dynamo.options import OPTIONS_BY_DEST
 from pytest_xla_dynamo.timing.threads import runtime_already_up
 
 if TYPE_CHECKING:
@@ -48,7 +50,8 @@ ISA_VARIABLES: Mapping[str, Mapping[str, str]] = {
     NATIVE: {},
 }
 CPU_ISAS: tuple[str, ...] = tuple(ISA_VARIABLES)
-VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "XLA_FLAGS")
+SETTINGS = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", XLA_ISA_FLAG)  # what a cap sets
+VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "XLA_FLAGS")  # the environment variables they live in
 X86 = ("x86_64", "amd64", "i686", "i386")
 FLAGS_SHOWN = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "amx_tile")
 
@@ -112,14 +115,13 @@ def apply_isa(isa: str, *, explicit: bool, label: str = "--xla-cpu-isa",
     if not is_x86(machine):
         return f"not set: {machine or platform.machine()} is no x86 machine"
     found = conflicts(isa, env)
+    listed = ", ".join(f"{name}={have}" for name, (_, have) in found.items())
     if found and explicit:
-        listed = ", ".join(f"{name}={have}" for name, (_, have) in found.items())
         wanted = ", ".join(f"{name}={want}" for name, (want, _) in found.items())
         raise pytest.UsageError(
             f"{label}={isa} sets {wanted}, but the environment has {listed}; unset it, or pass "
             f"--xla-cpu-isa=native to keep the environment's (valid: {', '.join(CPU_ISAS)})")
     if found:  # the environment chose an instruction set itself: no mix of its choice and the default
-        listed = ", ".join(f"{name}={have}" for name, (_, have) in found.items())
         return f"not set: the environment's {listed} kept ({isa} is the default)"
     for name, want in ISA_VARIABLES[isa].items():
         if current(name, env) is None:
@@ -129,8 +131,7 @@ def apply_isa(isa: str, *, explicit: bool, label: str = "--xla-cpu-isa",
 
 def isa_environment(isa: str | None) -> dict[str, Any]:
     """The CPU part of a report's environment: the option, the settings as this process has them, the CPU."""
-    names = ISA_VARIABLES[DEFAULT_CPU_ISA]
-    return {"choice": isa, **{name: current(name, os.environ) for name in names}, "cpu": cpu_description()}
+    return {"choice": isa, **{name: current(name, os.environ) for name in SETTINGS}, "cpu": cpu_description()}
 
 
 def too_late(isa: str) -> str:
@@ -155,8 +156,8 @@ class CpuIsaPlugin:
         xcfg = session.xcfg
         self._saved = {var: os.environ.get(var) for var in VARIABLES}
         source = xcfg.sources.get("xla_cpu_isa", "default")
-        label = "--xla-cpu-isa" if source in ("default", "command line") else f"--xla-cpu-isa ({source})"
-        self.applied = apply_isa(xcfg.cpu_isa, explicit=source != "default", label=label)
+        option = replace(OPTIONS_BY_DEST["xla_cpu_isa"], source=source)
+        self.applied = apply_isa(xcfg.cpu_isa, explicit=source != "default", label=option.label)
         late = too_late(xcfg.cpu_isa)
         if late:
             self.applied += f" ({late})"
