@@ -7,12 +7,19 @@ parity table and the seed's speedup tables, and with ``--expected`` gives one ga
 shards: a case of the expected file that no shard ran is MISSING, as in an unsharded run. With
 ``--update-expected`` it rewrites that file from the shards instead (as ``--xla-update-expected`` does in
 a run: rows of cases no shard ran are kept). The Markdown summary (``--summary``) is the one an
-unsharded run writes. No torch here.
+unsharded run writes; like ``--xla-summary``, it is appended to where it is ``$GITHUB_STEP_SUMMARY``.
+
+Bad input is a usage error (exit 4, ``ERROR: ...`` naming the file, nothing written): arguments, a shard
+that is not a report (a missing folder, a file that is not UTF-8 JSON Lines, a record field of the wrong
+type), shards that cannot be merged, an expected file that cannot be read, and every output (``--out``,
+``--summary``, ``--expected`` under ``--update-expected``) that could not be written, all checked before
+anything is printed or written. No torch here.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,18 +46,45 @@ class Shard:
 
 
 def read_shard(folder: Path) -> Shard:
-    """The records of ``folder/xla-dynamo.jsonl`` (MergeError naming the folder when it is not there)."""
+    """The records of ``folder/xla-dynamo.jsonl`` (or of the report file ``folder``); MergeError naming the
+    folder or the file (and line) when it is missing or not a report."""
     from pytest_xla_dynamo.report import read_report
 
+    if not folder.exists():
+        raise MergeError(f"{folder}: no such folder; give each shard's --xla-report-dir")
     path = folder / JSON_NAME if folder.is_dir() else folder
     if not path.is_file():
         raise MergeError(f"{folder}: no {JSON_NAME}; run each shard with --xla-report=json "
                          "(and --xla-report-dir=<its folder>)")
     try:
         records, environment = read_report(path)
-    except ValueError as exc:
-        raise MergeError(str(exc)) from None
+    except ValueError as exc:  # the file and line named: not UTF-8, not JSON, a field of the wrong type
+        text = str(exc)
+        raise MergeError(text if text.startswith(str(path)) else f"{path}: {text}") from None
     return Shard(path.parent, records, environment)
+
+
+def output_problems(out: Path, formats: Sequence[str], summary: Path | None, expected: Path | None,
+                    update_expected: bool) -> list[str]:
+    """Why an output of the merge could not be written (``[]``: all can), checked before anything is."""
+    from pytest_xla_dynamo.gating.paths import is_step_summary, write_problem
+    from pytest_xla_dynamo.report.writer import file_formats, folder_problem
+
+    problems = []
+    if file_formats(formats):
+        why = folder_problem(out)
+        if why:
+            problems.append(f"--out: cannot write the reports into {str(out)!r}: {why}; valid: a writable folder "
+                            "(created when missing)")
+    if summary is not None:
+        why = write_problem(summary, append=is_step_summary(summary))
+        if why:
+            problems.append(f"--summary: cannot write {str(summary)!r}: {why}; valid: a file path in a writable folder")
+    if update_expected and expected is not None:
+        why = write_problem(expected)
+        if why:
+            problems.append(f"--expected: cannot write {str(expected)!r} under --update-expected: {why}")
+    return problems
 
 
 def _case_id(record: CaseRecord) -> tuple[str, ...]:
@@ -123,7 +157,6 @@ def table_lines(records: Sequence[CaseRecord]) -> list[str]:
 def main(argv: Sequence[str]) -> int:
     """``python -m pytest_xla_dynamo merge``: exit 0 (merged; gate passed or none), 1 (gate failed),
     4 (bad arguments or shards that cannot be merged; nothing written)."""
-    from pytest_xla_dynamo.fileio import atomic_write_text
     from pytest_xla_dynamo.gating import (
         cases_from_records,
         compare,
@@ -134,6 +167,7 @@ def main(argv: Sequence[str]) -> int:
         write_expected,
     )
     from pytest_xla_dynamo.gating.expected import ExpectedFileError
+    from pytest_xla_dynamo.gating.paths import write_summary
     from pytest_xla_dynamo.gating.render import terminal_lines, verdict_line
     from pytest_xla_dynamo.report import write_reports
     from pytest_xla_dynamo.report.writer import FILE_FORMATS
@@ -141,7 +175,8 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_xla_dynamo merge", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the merged report set")
     parser.add_argument("--expected", type=Path, help="expected-results CSV: one gate verdict over all shards")
-    parser.add_argument("--summary", type=Path, help="write the Markdown summary to FILE")
+    parser.add_argument("--summary", type=Path, help="write the Markdown summary to FILE (appended to where FILE "
+                        "is $GITHUB_STEP_SUMMARY, as --xla-summary)")
     parser.add_argument("--formats", default=",".join(DEFAULT_FORMATS), help="comma list of csv,json,png")
     parser.add_argument("--strict-improved", action="store_true", help="fail on IMPROVED cases too")
     parser.add_argument("--update-expected", action="store_true",
@@ -156,13 +191,18 @@ def main(argv: Sequence[str]) -> int:
     if bad:
         return _error(f"--formats: invalid value {','.join(bad)!r}; valid: {', '.join(FILE_FORMATS)}")
     try:
-        shards = [read_shard(folder) for folder in args.shards]
-        check_shards(shards)
         if args.update_expected and args.expected is None:
             raise MergeError("--update-expected needs --expected FILE (the file to rewrite)")
-        if args.expected is not None and not args.expected.is_file() and not args.update_expected:
+        if args.expected is not None and args.expected.is_dir():
+            raise MergeError(f"--expected: {str(args.expected)!r} is a directory; valid: an expected-results CSV file")
+        if args.expected is not None and not args.expected.exists() and not args.update_expected:
             raise MergeError(f"--expected: no such file {str(args.expected)!r}")
+        shards = [read_shard(folder) for folder in args.shards]
+        check_shards(shards)
         expected = read_expected(args.expected) if args.expected is not None and args.expected.is_file() else None
+        problems = output_problems(args.out, formats, args.summary, args.expected, args.update_expected)
+        if problems:
+            raise MergeError("\n".join(problems) + "\nnothing written")
     except (MergeError, ExpectedFileError) as exc:
         return _error(str(exc))
     records = merge_records(shards)
@@ -174,13 +214,18 @@ def main(argv: Sequence[str]) -> int:
                                   baseline=_timing_setting(records, "baseline"))
     for line in lines:
         print(line)
-    for line in errors:
-        print(f"ERROR: {line}")
+    if errors:  # checked writable at the start: a full disk, a folder changed meanwhile
+        for line in errors:
+            print(f"ERROR: {line}", file=sys.stderr)
+        return _error("the merged reports were not written (nothing else was)")
     run_cases = cases_from_records(records)
     result = None
     if args.update_expected:
         rows, stats = merge_update(expected or {}, run_cases)
-        write_expected(args.expected, rows)
+        try:
+            write_expected(args.expected, rows)
+        except OSError as exc:
+            return _error(f"--expected: cannot write {str(args.expected)!r}: {exc.strerror or exc}")
         print(f"xla-dynamo merge: updated {stats.updated} rows, kept {stats.kept} rows no shard ran "
               f"({stats.added} new) in {args.expected}")
     elif expected is not None:
@@ -193,15 +238,14 @@ def main(argv: Sequence[str]) -> int:
     if args.summary is not None:
         text = render_markdown(result, run_cases, expected_path=args.expected, strict_improved=args.strict_improved,
                                shard_line=f"merged from {len(shards)} shards")
-        atomic_write_text(args.summary, text + "\n")
-        print(f"xla-dynamo merge: summary written to {args.summary}")
-    if errors:
-        return 1
+        try:
+            how = write_summary(args.summary, text)
+        except OSError as exc:
+            return _error(f"--summary: cannot write {str(args.summary)!r}: {exc.strerror or exc}")
+        print(f"xla-dynamo merge: summary {how} {args.summary}")
     return 1 if result is not None and result.failed(args.strict_improved) else 0
 
 
 def _error(message: str) -> int:
-    import sys
-
     print(f"ERROR: {message}", file=sys.stderr)
     return 4

@@ -166,8 +166,12 @@ def test_apply_to_items_skip_policy(items: dict[str, pytest.Item]) -> None:
 def test_apply_to_items_collects_errors_once(items: dict[str, pytest.Item]) -> None:
     registry = Registry([parse_entry(entry(id="local:bad", reproducer="test_error", raises="json.NoSuchThing",
                                            affects={"torch_xla": ">=0.1"}), source="r.toml")])
+    # a dotted raises= is no longer imported at collection (a registry file must not pick code to run): a name
+    # that resolves to nothing is not a collection error but a failure when the test fails (test_faults_registry)
     errors = apply_to_items(registry, [items["test_error"], items["test_error"]], "xfail")
-    assert errors == ["r.toml: known issue 'local:bad': raises='json.NoSuchThing': cannot import it"]
+    assert errors == []
+    xfail = items["test_error"].get_closest_marker("xfail")
+    assert xfail is not None and "raises" not in xfail.kwargs  # never widened: the judge matches the class by name
     markers = [items["test_marker"], items["test_plain"]]
     bad = pytest.mark.xla_known_issue("local:unknown")
     for item in markers:

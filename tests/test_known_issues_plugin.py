@@ -265,7 +265,8 @@ def test_registry_usage_errors(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", bad="[[issue]]\nid = 'local:bad'\nkind = 'flaky'\n")
     result = pytester.runpytest_subprocess("--xla-known-issues-file=bad.toml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*known issues: *bad.toml: known issue 'local:bad': kind='flaky' is invalid; "
+    # the entry's line is named now (bad.toml:2, its id), as every registry error names where it is
+    result.stderr.fnmatch_lines(["*known issues: *bad.toml:2: known issue 'local:bad': kind='flaky' is invalid; "
                                  "valid: crash, wrong_result, error, cpu_fallback, graph_break*"])
     pytester.makepyfile(test_m="""
 import pytest

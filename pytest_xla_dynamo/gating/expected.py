@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_xla_dynamo.fileio import atomic_write_text
+from pytest_xla_dynamo.fileio import TextFileError, atomic_write_text, read_text
 from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.options import BOOL_VALID, parse_bool
 from pytest_xla_dynamo.records import STATUSES
@@ -22,6 +22,7 @@ COLUMNS = ("name", "backend", "mode", "status", "graph_status", "graph_breaks", 
            "recompiles", "flaky", "known_issue")
 GRAPH_FIELDS = ("graph_breaks", "unique_graphs", "fallbacks", "recompiles")
 KEY_COLUMNS = ("name", "backend", "mode")
+MODES = ("train", "infer")  # config.MODES: the modes a case runs in
 GRAPH_STATUSES = ("pass", "fail_graph", "fail_to_run")  # what a graphs-suite record can say
 _EXTRA = "\x00extra"  # where csv.DictReader puts the cells of a row beyond the header's columns
 
@@ -99,7 +100,7 @@ def parse_expected(text: str, source: str = "<expected>") -> dict[Key, CaseRow]:
     unknown columns are ignored; pytorch's ``accuracy`` column is read as ``status``. A row with more
     cells than the header has columns is an error.
     """
-    reader = csv.DictReader(io.StringIO(text), restkey=_EXTRA)
+    reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")), restkey=_EXTRA)  # a spreadsheet's BOM
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [c for c in KEY_COLUMNS if c not in header]
     if missing:
@@ -119,6 +120,8 @@ def parse_expected(text: str, source: str = "<expected>") -> dict[Key, CaseRow]:
         for column in KEY_COLUMNS:
             if not cells.get(column):
                 raise ExpectedFileError(f"{where}: empty {column}")
+        if cells["mode"] not in MODES:
+            raise ExpectedFileError(f"{where}: column mode: invalid value {cells['mode']!r}; valid: {', '.join(MODES)}")
         status = _parse_status(cells.get(status_column, ""), "status", STATUSES, where)
         graph_status = _parse_status(cells.get("graph_status", ""), "graph_status", GRAPH_STATUSES, where)
         row = CaseRow(
@@ -139,7 +142,11 @@ def read_expected(path: Path) -> dict[Key, CaseRow]:
         raise ExpectedFileError(f"{path}: is a directory, not an expected-results CSV file")
     if not path.exists():
         return {}
-    return parse_expected(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = read_text(path)  # UTF-8 (a BOM dropped); UTF-16, binary data: an error naming the file and line
+    except TextFileError as err:
+        raise ExpectedFileError(str(err)) from None
+    return parse_expected(text, str(path))
 
 
 def format_expected(rows: Iterable[CaseRow]) -> str:

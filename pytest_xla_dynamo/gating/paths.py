@@ -1,8 +1,10 @@
-"""Start-up checks of the gate's files: the expected file, the timing baseline and the summary must be usable.
+"""The gate's files: start-up checks that the expected file, the timing baseline and the summary are usable,
+and how the summary is written.
 
 :func:`check_paths` runs before any test (the gate plugin's constructor calls it), so that a path the
 gate could not read or write at the end of a long run is a usage error at once (exit status 4), naming
-the option, the path and why.
+the option, the path and why. :func:`write_summary` writes the Markdown summary as a session and
+``merge`` both do: appended to GitHub's ``$GITHUB_STEP_SUMMARY``, any other file replaced atomically.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.fileio import atomic_write_text
 
 
 def write_problem(path: Path, *, append: bool = False) -> str:
@@ -46,6 +49,18 @@ def is_step_summary(path: Path) -> bool:
     """Whether ``path`` is GitHub's job summary file (``$GITHUB_STEP_SUMMARY``), which is appended to."""
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     return step_summary is not None and step_summary != "" and Path(step_summary).resolve() == path.resolve()
+
+
+def write_summary(path: Path, text: str) -> str:
+    """Write the Markdown summary ``text`` to ``path``: appended to ``$GITHUB_STEP_SUMMARY`` (every step of a
+    job adds to it, ``>> $GITHUB_STEP_SUMMARY``), any other file replaced atomically (keeping its mode).
+    Returns how: ``"appended to"`` or ``"written to"``."""
+    if is_step_summary(path):
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+        return "appended to"
+    atomic_write_text(path, text + "\n")
+    return "written to"
 
 
 def check_paths(xcfg: XlaConfig) -> None:

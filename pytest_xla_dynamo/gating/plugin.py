@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.fileio import atomic_write_text
 from pytest_xla_dynamo.gating.expected import CaseRow, ExpectedFileError, read_expected, write_expected
 from pytest_xla_dynamo.gating.labels import GATE_FAILED_EXIT, UNFINISHED_EXITS, Key
-from pytest_xla_dynamo.gating.paths import check_paths, is_step_summary
+from pytest_xla_dynamo.gating.paths import check_paths, write_summary
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines, verdict_line
 from pytest_xla_dynamo.gating.rules import GateResult, compare
 from pytest_xla_dynamo.gating.run import RunCase, cases_from_records, read_timing_baseline, timing_from_records
@@ -143,12 +142,7 @@ class GatingPlugin:
                                strict_improved=self.xcfg.strict_improved, expected_path=self.xcfg.expected,
                                shard_line=self.shard_line, update_line=self.update_line,
                                repro_prefix=self.session.repro_prefix, gating=not self.xcfg.update_expected)
-        if is_step_summary(path):
-            # GitHub's job summary file is appended to by every step (`>> $GITHUB_STEP_SUMMARY`)
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(text + "\n")
-        else:
-            atomic_write_text(path, text + "\n")
+        write_summary(path, text)  # appended to $GITHUB_STEP_SUMMARY, as merge --summary
         self.summary_line = f"xla-dynamo: summary written to {path}"
 
     # --- the terminal ---------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 A test matches an entry by its function name (``item.originalname``) and its parameters
 (``xla_model``, ``xla_backend``, the ``xla_mode`` marker), or through its
 ``@pytest.mark.xla_known_issue(id, **fields)`` marker. Where the installed versions are affected it
-gets ``xfail(strict=True, raises=...)`` (policy ``xfail``) or a skip (policy ``skip``); where they
-are not, it is a regression test. A known crash is also isolated, so it cannot end the session.
+gets ``xfail(strict=True)`` (policy ``xfail``; ``raises=`` a builtin exception class, a dotted path is
+matched by name when the test fails, :mod:`.exceptions`) or a skip (policy ``skip``); where they are not,
+it is a regression test. A known crash is also isolated, so it cannot end the session.
 What was applied is kept in the item's stash (:func:`applied_issue`) and travels with its reports
 as user properties. No torch here.
 """
@@ -13,14 +14,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from pytest_xla_dynamo.known_issues.exceptions import RegistryError
-from pytest_xla_dynamo.known_issues.registry import DISTRIBUTIONS, FIELDS, FILTERS, KnownIssue, Registry, parse_entry
+from pytest_xla_dynamo.known_issues.exceptions import RegistryError, builtin_exception, exception_matches
+from pytest_xla_dynamo.known_issues.registry import (
+    DISTRIBUTIONS,
+    FIELDS,
+    FILTERS,
+    KnownIssue,
+    Registry,
+    parse_entry,
+    unknown_names,
+)
+from pytest_xla_dynamo.markers import base_nodeid
 
 # user_properties keys: they travel with the reports (xdist workers, isolated children)
 PROP_ID = "xla_known_issue"
@@ -46,13 +56,14 @@ class Applied:
     entry: KnownIssue
     affected: bool
     action: str
-    exc_type: type[BaseException] | None = None
+    exc_type: type[BaseException] | None = None  # the xfail's ``raises=``: a builtin class (a dotted path
+    # is matched by name at judge time: no import at collection)
 
     def explains(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the failure the entry records, as the judge checks a strict xfail: its class
         (``raises``), its message (``match``) and its diverging tensors (``diverging``)."""
         entry = self.entry
-        if self.exc_type is not None and not isinstance(exc, self.exc_type):
+        if entry.raises and not exception_matches(entry.raises, exc):
             return False
         if not entry.matches(str(exc)):
             return False
@@ -114,20 +125,45 @@ def marker_entry(registry: Registry, marker: pytest.Mark, where: str) -> KnownIs
     data.pop("tests", None)
     if base is not None and not (set(marker.kwargs) - set(FILTERS)):
         narrowed: dict[str, Any] = {name: tuple(data.get(name, ())) for name in FILTERS}
+        try:  # the filters a marker narrows by are validated as a file's are
+            parse_entry({**data, **{k: list(v) for k, v in narrowed.items()}}, source="marker")
+        except RegistryError as exc:
+            raise _at(exc, where, issue_id) from None
         return dataclasses.replace(base, **narrowed)
-    return parse_entry(data, source="marker", line=None)
+    try:
+        return parse_entry(data, source="marker", line=None)
+    except RegistryError as exc:
+        raise _at(exc, where, issue_id) from None
 
 
-def match_item(registry: Registry, item: pytest.Item, policy: str, tier: str | None = None) -> Applied | None:
+def _at(exc: RegistryError, where: str, issue_id: str) -> RegistryError:
+    """``exc`` of a marker's entry, said at the test (its node id) rather than at ``marker``."""
+    text = str(exc)
+    prefix = f"marker: known issue {issue_id!r}: "
+    text = text[len(prefix):] if text.startswith(prefix) else text
+    return RegistryError(f"{where}: @pytest.mark.xla_known_issue({issue_id!r}): {text}")
+
+
+#: the session's backend names (aliases included) and model names, for a marker's ``backends``/``models``
+Names = tuple[Sequence[str], Sequence[str]]
+
+
+def match_item(registry: Registry, item: pytest.Item, policy: str, tier: str | None = None,
+               names: Names | None = None) -> Applied | None:
     """The entry that applies to ``item`` at ``tier`` (markers first, then the registry): the first whose
-    versions are affected, else the first that matches; and what ``policy`` makes of it."""
+    versions are affected, else the first that matches; and what ``policy`` makes of it. ``names``: check
+    a marker's ``backends`` and ``models`` against them."""
     name = getattr(item, "originalname", None) or item.name
     callspec = getattr(item, "callspec", None)
     params: Mapping[str, Any] = callspec.params if callspec is not None else {}
     modes = test_modes(item)
     candidates: list[KnownIssue] = []
     for marker in item.iter_markers("xla_known_issue"):
-        entry = marker_entry(registry, marker, item.nodeid)
+        entry = marker_entry(registry, marker, base_nodeid(item))
+        unknown = unknown_names([entry], *names) if names is not None else []
+        if unknown:
+            raise RegistryError(f"{base_nodeid(item)}: @pytest.mark.xla_known_issue({entry.id!r}): "
+                                + unknown[0].split(f"known issue {entry.id!r}: ", 1)[-1])
         if entry.applies_to(name, params, modes, by_marker=True, tier=tier):
             candidates.append(entry)
     candidates += [e for e in registry.for_test(name) if e.applies_to(name, params, modes, tier=tier)]
@@ -141,24 +177,19 @@ def match_item(registry: Registry, item: pytest.Item, policy: str, tier: str | N
         action = "regression"
     else:
         action = policy  # "xfail" | "skip"
-    exc_type = None
-    if action == "xfail" and entry.kind != "crash":
-        try:
-            exc_type = entry.exception_type()
-        except RegistryError as exc:
-            raise RegistryError(f"{entry.source}: known issue {entry.id!r}: {exc}") from None
+    exc_type = builtin_exception(entry.raises) if action == "xfail" and entry.kind != "crash" else None
     return Applied(entry, bool(affected), action, exc_type)
 
 
 def apply_to_items(registry: Registry, items: list[pytest.Item], policy: str,
-                   tier: str | None = None) -> list[str]:
+                   tier: str | None = None, names: Names | None = None) -> list[str]:
     """Match (at the run's ``tier``) and mark every item (stash, user properties, xfail/skip/isolation markers); the
     registry errors met on the way (each once, sorted: the same message whatever the test order),
     for one usage error."""
     errors: list[str] = []
     for item in items:
         try:
-            applied = match_item(registry, item, policy, tier)
+            applied = match_item(registry, item, policy, tier, names)
         except RegistryError as exc:
             errors.append(str(exc))
             continue

@@ -1,7 +1,8 @@
 """Judging a known-issue test's report: did it fail as recorded, and what to change where it did not.
 
 Called from the ``pytest_runtest_makereport`` wrapper for a test the registry applies to. A strict
-xfail must fail with the recorded exception *and* message (``match``) and, for an entry with
+xfail must fail with the recorded exception (a dotted ``raises`` matched here, by the class path of the
+exception's MRO) *and* message (``match``) and, for an entry with
 ``diverging`` globs, with no diverging tensor outside them; a regression test must pass.
 Every mismatch turns into a failure that says what was expected and where the entry is; a strict
 XPASS says which registry line to change (:func:`suggestion`). Each report is tagged with its
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_xla_dynamo.known_issues.apply import PROP_HINT, PROP_OUTCOME, Applied
-from pytest_xla_dynamo.known_issues.exceptions import type_name
+from pytest_xla_dynamo.known_issues.exceptions import exception_matches, type_name
 from pytest_xla_dynamo.known_issues.registry import KnownIssue
 from pytest_xla_dynamo.versions import installed_versions, public_version, versions_text
 
@@ -44,7 +45,13 @@ def judge(applied: Applied, call: pytest.CallInfo[None], rep: pytest.TestReport,
                 return
             message = str(excinfo.value)
             unexplained = entry.unexplained(getattr(excinfo.value, "diverging", None) or ())
-            if not entry.matches(message):
+            if entry.kind != "crash" and entry.raises and not exception_matches(entry.raises, excinfo.value):
+                rep.outcome = "failed"  # a dotted raises= is matched by name here (never imported at collection)
+                del rep.wasxfail
+                explain(rep, entry, f"expected {entry.raises}" + (f" matching {entry.match!r}" if entry.match else "")
+                        + f", got {type_name(excinfo.value)}: {short(message)}", "wrong exception")
+                tag(rep, "other_failure")
+            elif not entry.matches(message):
                 rep.outcome = "failed"
                 del rep.wasxfail
                 explain(rep, entry, f"expected {entry.raises} matching {entry.match!r}, got "

@@ -18,7 +18,7 @@ import pytest
 from pytest_xla_dynamo.known_issues.apply import applied_issue, apply_to_items
 from pytest_xla_dynamo.known_issues.exceptions import RegistryError
 from pytest_xla_dynamo.known_issues.judge import judge
-from pytest_xla_dynamo.known_issues.registry import Registry, hook_entries, load_registry
+from pytest_xla_dynamo.known_issues.registry import Registry, hook_entries, load_registry, unknown_names
 from pytest_xla_dynamo.known_issues.summary import OutcomeLog, summary_lines
 from pytest_xla_dynamo.versions import installed_versions
 
@@ -33,18 +33,26 @@ class KnownIssuesPlugin:
         self.session = session
         self.config = session.config
         self.policy = session.xcfg.known_issues
+        from pytest_xla_dynamo.zoo import model_names
+
+        backends = session.backends
+        self.names = ([*backends.names(), *backends.aliases], model_names())
         try:
             entries = hook_entries(self.config.hook.pytest_xla_known_issues())
             self.registry: Registry = load_registry(session.xcfg.known_issues_files, entries)
         except RegistryError as exc:
             raise pytest.UsageError(f"known issues: {exc}") from None
+        unknown = unknown_names(self.registry, *self.names)
+        if unknown:
+            raise pytest.UsageError("known issues: filters that name no backend or model of this session:\n"
+                                    + "\n".join(unknown))
         session.known_issues = self.registry
         self.log = OutcomeLog()  # filled from reports (on the xdist controller too)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        errors = apply_to_items(self.registry, items, self.policy, self.session.xcfg.tier)
+        errors = apply_to_items(self.registry, items, self.policy, self.session.xcfg.tier, self.names)
         if errors:
             raise pytest.UsageError("known issues:\n" + "\n".join(errors))
 

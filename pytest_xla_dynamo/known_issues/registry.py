@@ -19,16 +19,22 @@ The packaged registry is ``registry.toml`` next to this module, one ``[[issue]]`
     status = "..."; fixed_in = "..."; notes = "..."; related = ["https://..."]
 
 A later source replaces an entry of the same id (packaged < files < hook < marker); see
-:func:`load_registry` (and ``apply.marker_entry`` for the marker). No torch here.
+:func:`load_registry` (and ``apply.marker_entry`` for the marker). One id twice in a file, or in two
+``--xla-known-issues-file`` files, is an error. Loading validates every field: ``affects`` names known
+distributions (:data:`KNOWN_DISTRIBUTIONS` or an installed one), ``modes`` and ``tiers`` their names,
+``signal`` a signal of this platform, ``raises`` its form (matched by name, never imported:
+:mod:`.exceptions`); :func:`unknown_names` checks ``backends`` and ``models`` against a session's. No
+torch here.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+import signal as _signal
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +42,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 
 from pytest_xla_dynamo import versions as _versions
+from pytest_xla_dynamo.fileio import TextFileError, read_text
 from pytest_xla_dynamo.known_issues.exceptions import RegistryError, check_exception_name, resolve_exception
 from pytest_xla_dynamo.zoo.spec import TIERS
 
@@ -47,6 +54,10 @@ else:  # pragma: no cover - Python 3.10: the tomli backport (a dependency there)
 KINDS = ("crash", "wrong_result", "error", "cpu_fallback", "graph_break")
 BUILTIN_FILE = Path(__file__).with_name("registry.toml")
 DISTRIBUTIONS = _versions.STACK
+#: the distributions ``affects`` may name without their being installed: the stack and the zoo's libraries
+KNOWN_DISTRIBUTIONS = (*DISTRIBUTIONS, "torchvision", "timm", "transformers")
+MODES = ("train", "infer")  # config.MODES (not imported: config is the options' module)
+SIGNALS = tuple(sorted(s.name for s in _signal.Signals))
 
 _STR_FIELDS = ("title", "url", "kind", "raises", "match", "signal", "reproducer", "status", "fixed_in",
                "notes")
@@ -187,12 +198,17 @@ def parse_entry(data: Mapping[str, Any], *, source: str, line: int | None = None
     elif not values["raises"]:
         raise RegistryError(f"{where}: 'raises' is required for kind {values['kind']!r} "
                             "(the exception type that shows the problem, e.g. 'AssertionError')")
+    bad_modes = [m for m in values["modes"] if m not in MODES]
+    if bad_modes:
+        raise RegistryError(f"{where}: modes={list(values['modes'])!r}: {', '.join(map(repr, bad_modes))} is not a "
+                            f"mode; valid: {', '.join(MODES)}")
     bad_tiers = [t for t in values["tiers"] if t not in TIERS]
     if bad_tiers:
         raise RegistryError(f"{where}: tiers={list(values['tiers'])!r}: {', '.join(map(repr, bad_tiers))} is not a "
                             f"tier; valid: {', '.join(TIERS)}")
-    if values["signal"] and not values["signal"].startswith("SIG"):
-        raise RegistryError(f"{where}: signal={values['signal']!r} is not a signal name (e.g. 'SIGABRT')")
+    if values["signal"] and values["signal"] not in SIGNALS:
+        raise RegistryError(f"{where}: signal={values['signal']!r} is not a signal name; valid: "
+                            f"{', '.join(s for s in SIGNALS if s.startswith('SIG') and not s.startswith('SIG_'))}")
     if values["match"]:
         try:
             re.compile(values["match"])
@@ -208,6 +224,9 @@ def _parse_affects(affects: Any, where: str) -> dict[str, str]:
         raise RegistryError(f"{where}: 'affects' must be a table of version specifiers, "
                             "e.g. { torch_xla = \">=2.9\" }")
     for dist, spec in affects.items():
+        if not known_distribution(dist):
+            raise RegistryError(f"{where}: affects.{dist}: not a known distribution (an entry for it would never "
+                                f"apply); valid: {', '.join(KNOWN_DISTRIBUTIONS)}, or an installed distribution")
         if not isinstance(spec, str):
             raise RegistryError(f"{where}: affects.{dist} must be a string, got {spec!r}")
         try:
@@ -218,12 +237,45 @@ def _parse_affects(affects: Any, where: str) -> dict[str, str]:
     return dict(affects)
 
 
-def _entry_lines(text: str, issue_id: str) -> tuple[int | None, int | None]:
-    """Lines (1-based) of ``id = "<issue_id>"`` and of its entry's ``affects`` in a TOML text."""
+def known_distribution(dist: str) -> bool:
+    """Whether ``affects`` may name ``dist``: one of :data:`KNOWN_DISTRIBUTIONS` (any spelling: ``torch-xla``),
+    or an installed distribution."""
+    canonical = re.sub(r"[-_.]+", "_", dist).lower()
+    return canonical in KNOWN_DISTRIBUTIONS or _versions.installed(dist) is not None
+
+
+def unknown_names(entries: Iterable[KnownIssue], backends: Sequence[str], models: Sequence[str]) -> list[str]:
+    """One error line per entry whose ``backends`` or ``models`` name what this session does not know
+    (a filter that can never match would quietly make its strict xfail a plain test)."""
+    errors = []
+    for entry in entries:
+        where = f"{entry.source}:{entry.line}" if entry.line else entry.source
+        for name, values, valid in (("backends", entry.backends, backends), ("models", entry.models, models)):
+            bad = [v for v in values if v not in valid]
+            if bad:
+                errors.append(f"{where}: known issue {entry.id!r}: {name}: unknown {', '.join(map(repr, bad))}"
+                              f"{did_you_mean(bad, valid)}")
+    return errors
+
+
+def did_you_mean(bad: Sequence[str], valid: Sequence[str]) -> str:
+    """`` (did you mean 'a', 'b'?)`` with the names of ``valid`` closest to ``bad``, or ``""``."""
+    import difflib
+
+    close = list(dict.fromkeys(c for b in bad for c in difflib.get_close_matches(b, valid, n=3)))
+    return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+
+
+def _entry_lines(text: str, issue_id: str, occurrence: int = 0) -> tuple[int | None, int | None]:
+    """Lines (1-based) of the ``occurrence``-th ``id = "<issue_id>"`` and of its entry's ``affects`` in a
+    TOML text."""
     lines = text.splitlines()
     id_re = re.compile(r"""^\s*id\s*=\s*(["'])""" + re.escape(issue_id) + r"""\1\s*(#.*)?$""")
     for index, line in enumerate(lines):
         if id_re.match(line):
+            if occurrence:
+                occurrence -= 1
+                continue
             for j in range(index + 1, len(lines)):
                 if re.match(r"^\s*\[\[", lines[j]):
                     break
@@ -236,10 +288,10 @@ def _entry_lines(text: str, issue_id: str) -> tuple[int | None, int | None]:
 def load_file(path: Path) -> list[KnownIssue]:
     """The entries of one registry TOML file (``[[issue]]`` tables)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
         data = tomllib.loads(text)
-    except OSError as exc:
-        raise RegistryError(f"{path}: cannot read it: {exc}") from None
+    except TextFileError as exc:
+        raise RegistryError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise RegistryError(f"{path}: invalid TOML: {exc}") from None
     unknown = sorted(set(data) - {"issue"})
@@ -249,10 +301,22 @@ def load_file(path: Path) -> list[KnownIssue]:
     entries = data.get("issue", [])
     if not isinstance(entries, list):
         raise RegistryError(f"{path}: 'issue' must be an array of tables ([[issue]])")
-    out = []
-    for entry in entries:
-        line, affects_line = _entry_lines(text, str(entry.get("id", "")))
-        out.append(parse_entry(entry, source=str(path), line=line, affects_line=affects_line))
+    out: list[KnownIssue] = []
+    seen: dict[str, KnownIssue] = {}
+    for index, entry in enumerate(entries, start=1):
+        if not isinstance(entry, dict):
+            raise RegistryError(f"{path}: [[issue]] number {index} is not a table: {entry!r}")
+        issue_id = str(entry.get("id", ""))
+        line, affects_line = _entry_lines(text, issue_id, sum(1 for e in out if e.id == issue_id.strip()))
+        parsed = parse_entry(entry, source=f"{path}:{line}" if line else str(path), line=line,
+                             affects_line=affects_line)
+        parsed = replace(parsed, source=str(path))
+        first = seen.get(parsed.id)
+        if first is not None:
+            raise RegistryError(f"{path}:{line or '?'}: known issue {parsed.id!r} is defined twice in this file "
+                                f"(first at line {first.line or '?'}); each id once")
+        seen[parsed.id] = parsed
+        out.append(parsed)
     return out
 
 
@@ -302,8 +366,16 @@ def load_registry(files: Iterable[Path] = (), hook_entries: Iterable[Any] = (), 
     """The packaged registry, then the entries of ``files`` (``--xla-known-issues-file``), then
     ``hook_entries`` (what ``pytest_xla_known_issues`` implementations returned: dicts or entries)."""
     registry = Registry(load_file(BUILTIN_FILE) if builtin else ())
+    from_files: dict[str, KnownIssue] = {}
     for path in files:
-        registry.add(load_file(Path(path)))
+        entries = load_file(Path(path))
+        for entry in entries:
+            other = from_files.setdefault(entry.id, entry)
+            if other is not entry:
+                raise RegistryError(f"{entry.source}:{entry.line or '?'}: known issue {entry.id!r} is also defined in "
+                                    f"{other.source}:{other.line or '?'}; which one holds would depend on the "
+                                    "order of --xla-known-issues-file: keep one")
+        registry.add(entries)
     for entry in hook_entries:
         if isinstance(entry, KnownIssue):
             registry.add([entry])

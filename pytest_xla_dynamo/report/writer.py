@@ -53,7 +53,7 @@ def file_formats(formats: Iterable[str]) -> list[str]:
 # --- start-up check ------------------------------------------------------------------------------------
 
 
-def _folder_problem(folder: Path) -> str | None:
+def folder_problem(folder: Path) -> str | None:
     """Why ``folder`` cannot hold reports (None: it can), found by really creating a folder there."""
     probe = folder
     while not (probe.exists() or probe.is_symlink()) and probe.parent != probe:
@@ -73,7 +73,7 @@ def check_report_dir(xcfg: XlaConfig) -> str | None:
     reports (or none is selected), else the usage-error text naming the path."""
     if not file_formats(xcfg.report):
         return None
-    problem = _folder_problem(Path(xcfg.report_dir))
+    problem = folder_problem(Path(xcfg.report_dir))
     if problem is None:
         return None
     return (f"--xla-report-dir: invalid value {str(xcfg.report_dir)!r} ({problem}); "
