@@ -1,6 +1,6 @@
 """The XLA device of this process: its bring-up (once), a failed bring-up, and torch kept out until needed.
 
-``PJRT_DEVICE`` defaults to ``CPU`` when unset. :func:`ensure_runtime` brings the XLA runtime up
+``PJRT_DEVICE`` defaults to ``CPU`` when unset or empty. :func:`ensure_runtime` brings the XLA runtime up
 once per process, before any test runs a CPU backward (pytorch/xla#4174: a CPU backward before
 the XLA runtime is up breaks every later XLA backward). Under pytest-xdist every worker is its own
 process with its own PJRT client. Nothing here touches a device at import or collection time.
@@ -34,8 +34,10 @@ class RuntimeUnavailable(RuntimeError):
 
 
 def default_pjrt_device() -> None:
-    """Set ``PJRT_DEVICE=CPU`` unless the user chose a device."""
-    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    """Set ``PJRT_DEVICE=CPU`` unless the user chose a device (set but empty, ``PJRT_DEVICE=``, chooses none:
+    CPU too, as ``auto_baseline`` and the reports read it)."""
+    if not os.environ.get("PJRT_DEVICE", "").strip():
+        os.environ["PJRT_DEVICE"] = "CPU"
 
 
 @cache
