@@ -17,6 +17,7 @@ from typing import Any
 STATUSES = (
     "pass",
     "pass_due_to_skip",
+    "pass_not_captured",  # a dynamo backend's parity passed, but dynamo captured nothing (see capture.py)
     "fail_accuracy",
     "fail_to_run",
     "eager_fail_to_run",
@@ -29,6 +30,8 @@ STATUSES = (
 )
 UNRELIABLE = "unreliable"
 PASSING = ("pass", "pass_due_to_skip")
+#: Not in PASSING: a case that compiled nothing did not test the backend; the gate and tables keep it apart.
+NOT_CAPTURED = "pass_not_captured"
 
 
 

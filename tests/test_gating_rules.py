@@ -29,11 +29,23 @@ HEADER = ",".join(COLUMNS)
     ("pass", "fail_accuracy", True, lb.FAIL_BUT_FLAKY),
     ("fail_accuracy", "pass", True, lb.PASS_BUT_FLAKY),
     ("pass", "pass", True, lb.PASS),  # flaky but unchanged: as check_accuracy.py
+    ("pass", "pass_not_captured", False, lb.REGRESSION),  # dynamo captured nothing: not a pass of the backend
+    ("pass_not_captured", "pass", False, lb.IMPROVED),
+    ("pass_not_captured", "pass_not_captured", False, lb.XFAIL),  # as expected, but not a plain pass
 ])
 def test_status_rule(expected: str, actual: str, flaky: bool, label: str) -> None:
     found = r.status_rule(expected, actual, flaky)
     assert found is not None and found.label == label
     assert found.expected == expected and found.actual == actual
+
+
+def test_status_rule_names_a_lost_capture() -> None:
+    lost = r.status_rule("pass", "pass_not_captured")
+    assert lost is not None and lost.detail == "status pass -> pass_not_captured (dynamo captured nothing)"
+    back = r.status_rule("pass_not_captured", "pass")
+    assert back is not None and back.detail == "status pass_not_captured -> pass (dynamo captures it now)"
+    assert parse_expected(f"{HEADER}\nm,trace_once,train,pass_not_captured,,,,,,false,\n")[
+        ("m", "trace_once", "train")].status == "pass_not_captured"
 
 
 def test_status_rule_unknown_side_is_not_compared() -> None:

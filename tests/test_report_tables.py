@@ -130,6 +130,18 @@ def test_status_table_last_record_wins() -> None:
 def test_status_counts_xpass() -> None:
     counts = report.status_counts([parity_record("m", "b", "train", known_issue="x/y#1"),
                                    parity_record("n", "b", "train")])
-    assert counts == {"pass": 1, "fail": 0, "xfail": 0, "xpass": 1, "flaky": 0}
+    assert counts == {"pass": 1, "fail": 0, "xfail": 0, "xpass": 1, "not captured": 0, "flaky": 0}
     assert table_rows(report.status_table([parity_record("m", "b", "train", known_issue="x/y#1")]))["m"] == [
         "pass (xpass x/y#1)"]
+
+
+def test_status_table_not_captured_and_partial_capture() -> None:
+    """A dynamo pass that captured nothing is counted apart (neither pass nor fail); a partial capture is noted."""
+    recs = [parity_record("lstm", "trace_once", "train", "pass_not_captured"),
+            parity_record("mlp", "trace_once", "train", extra={"capture": {"partial": True}}),
+            parity_record("cnn", "trace_once", "train")]
+    table = report.status_table(recs)
+    rows = table_rows(table)
+    assert rows["lstm"] == ["pass_not_captured"] and rows["mlp"] == ["pass (partial capture)"]
+    assert rows["cnn"] == ["pass"]
+    assert table.endswith("pass 2 / fail 0 / xfail 0 / not captured 1")

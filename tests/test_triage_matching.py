@@ -144,6 +144,15 @@ def test_message_pattern_generalizes_numbers() -> None:
     assert not re.search(pattern, "size x vs 1")
 
 
+def test_message_pattern_and_title_hold_no_machine_paths() -> None:
+    line = "m / b / train: no snapshot at /home/me/proj/snapshots/test_g/test_x[m-b].json here"
+    pattern = message_pattern(line, limit=200)
+    assert "home" not in pattern and "proj" not in pattern and pattern.endswith(r"\S+ here")
+    assert re.search(pattern, line.replace("/home/me/proj", "/ci/work"))
+    snippet = "\n".join(new_entry_snippet(Failure(("OSError",), line, kind="error", model="m"), {}))
+    assert "/home" not in snippet and "no snapshot at …" in snippet
+
+
 def test_diverging_globs_and_kinds() -> None:
     assert diverging_globs(["buffer a.running_var"]) == ["buffer a.running_var"]
     many = [f"buffer l{i}.running_var" for i in range(6)] + ["grad fc.weight"]

@@ -63,6 +63,20 @@ def test_header_without_a_match_offers_a_new_entry() -> None:
     assert "id = 'local:frozen-bn-runtimeerror'" in text
 
 
+def test_verdict_without_proposal() -> None:
+    """A failure the harness can explain (a harness artefact, eager's fast path, ill-conditioning) says so on a
+    verdict line and proposes no new entry."""
+    triage = _triage(RuntimeError("never seen"), status="fail_graph")
+    triage.verdict, triage.classification = ["the case has no snapshot yet"], "harness"
+    triage.no_proposal = "a harness artefact"
+    triage.analyze([ENTRY], VERSIONS)
+    text = "\n".join(triage.header())
+    assert "  verdict:   the case has no snapshot yet" in text
+    assert "no known-issue entry proposed: a harness artefact" in text and "[[issue]]" not in text
+    assert triage.line() == "outside a step; the case has no snapshot yet; no known issue proposed"
+    assert triage.to_dict()["classification"] == "harness"
+
+
 def test_declared_failure_has_no_snippet() -> None:
     triage = _triage(_raise_in_backward(), known="pytorch/xla#3361", known_action="xfail").analyze([ENTRY], VERSIONS)
     text = "\n".join(triage.header())

@@ -27,7 +27,7 @@ from pytest_xla_dynamo.gating.labels import (
     Key,
 )
 from pytest_xla_dynamo.gating.run import RunCase, TimingCase
-from pytest_xla_dynamo.records import PASSING
+from pytest_xla_dynamo.records import NOT_CAPTURED, PASSING
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class Finding:
 
 
 def is_pass(status: str) -> bool:
+    """A passing status; :data:`NOT_CAPTURED` is not one (the backend's compiled path was never run)."""
     return status in PASSING
 
 
@@ -58,6 +59,8 @@ def status_rule(expected: str, actual: str, flaky: bool = False) -> Finding | No
         detail = f"status {actual}" if actual == expected else f"status {expected} -> {actual} (still failing)"
         return Finding(XFAIL, "status", detail, expected, actual)
     change = f"status {expected} -> {actual}"
+    if NOT_CAPTURED in (expected, actual):  # a pass that compiled nothing is not a pass of the backend
+        change += " (dynamo captured nothing)" if actual == NOT_CAPTURED else " (dynamo captures it now)"
     if flaky:
         return Finding(PASS_BUT_FLAKY if is_pass(actual) else FAIL_BUT_FLAKY, "status", f"{change} (flaky)",
                        expected, actual)

@@ -15,9 +15,10 @@ import pytest
 
 from pytest_xla_dynamo import metrics, zoo
 from pytest_xla_dynamo.backends import Backend
+from pytest_xla_dynamo.capture import Capture
 from pytest_xla_dynamo.engine import case_mode
 from pytest_xla_dynamo.graphs.signature import STEADY_STEPS, build_signature, conformance_problems, recompiles
-from pytest_xla_dynamo.graphs.snapshots import compare, snapshot_stem
+from pytest_xla_dynamo.graphs.snapshots import compare, snapshot_missing, snapshot_stem
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.repro import repro_command
 from pytest_xla_dynamo.triage.stages import Where, mark
@@ -86,6 +87,23 @@ class GraphCheck:
             message=message, dev=backend.device_kind, batch_size=spec.batch(xcfg.tier), tier=xcfg.tier,
             **fields))
 
+    def _remember(self, exc: BaseException, spec: zoo.ModelSpec, backend: Backend, mode: str, status: str,
+                  repro: str, harness: str = "") -> None:
+        """The failure's triage, naming the case (model, backend, mode); ``harness``: why it is not a
+        backend problem (a missing snapshot), so that no known-issue entry is proposed for it."""
+        from pytest_xla_dynamo.known_issues import applied_issue
+        from pytest_xla_dynamo.triage import Triage, remember
+
+        applied = applied_issue(self.item)
+        triage = Triage.from_exception(
+            exc, test=getattr(self.item, "originalname", None) or self.item.name, nodeid=self.item.nodeid,
+            model=spec.name, backend=backend.name, mode=mode, status=status, repro=repro,
+            known=applied.entry.id if applied else "", known_action=applied.action if applied else "")
+        if harness:
+            triage.verdict, triage.classification = [harness], "harness"
+            triage.no_proposal = "a harness artefact, not an upstream problem"
+        remember(self.item, triage)
+
     def check_case(self, spec: zoo.ModelSpec, backend: Backend, mode: str | None = None) -> dict[str, Any]:
         """Measure, record and check one case; returns its signature. ``mode`` defaults to the
         test's ``xla_mode`` marker."""
@@ -104,6 +122,7 @@ class GraphCheck:
         except Exception as exc:
             session.unchecked_snapshots.add(snapshot_stem(self.snapshot))
             self._record(spec, backend, mode, "fail_to_run", f"{backend.name}: {exc!r}", repro)
+            self._remember(exc, spec, backend, mode, "fail_to_run", repro)
             raise
         assert case.warmup is not None
         warmup = case.warmup.per_step
@@ -111,6 +130,9 @@ class GraphCheck:
         snapshot_failure = compare(self.snapshot, signature, label, repro)
         recompiled = recompiles(steady)
         nonconforming = conformance_problems(backend, mode, signature)
+        capture = Capture.from_snapshot(case.warmup.total) if backend.dynamo_backend is not None else None
+        if capture is not None and capture.nothing:  # the reason, in inference too (no graph to check)
+            nonconforming = [*nonconforming, capture.describe()]
         error: AssertionError | None = None
         if recompiled:
             error = RecompileError(f"{label}: compiled after warm-up ({len(case.warmup.per_step)} steps), "
@@ -121,7 +143,7 @@ class GraphCheck:
             error = GraphSignatureError(snapshot_failure)
         message = str(error).splitlines()[0] if error is not None else ""
         self._record(spec, backend, mode, "pass" if error is None else "fail_graph", message, repro,
-                     extra={"signature": signature,
+                     extra={"signature": signature, **({"capture": capture.to_dict()} if capture else {}),
                             "warmup_compile_time_count": [s.count("CompileTime") for s in warmup],
                             "warmup_uncached_compile": [s.count("UncachedCompile") for s in warmup]},
                      **_record_fields(case, signature, steady))
@@ -132,5 +154,10 @@ class GraphCheck:
             # the triage names the check: the first steady step that compiled, else the signature's comparison
             first = next((i for i, s in enumerate(steady, 1) if recompiles([s])), None)
             mark(raised, Where("comparison", first, "steady" if first else "graph signature", backend.name))
+            harness = ""
+            if isinstance(error, GraphSignatureError) and snapshot_missing(self.snapshot):
+                harness = ("the case has no snapshot yet (not a backend problem): create it with --snapshot-update "
+                           "and review it")
+            self._remember(raised, spec, backend, mode, "fail_graph", repro, harness)
             raise raised
         return signature

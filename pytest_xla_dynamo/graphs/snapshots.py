@@ -91,6 +91,14 @@ def snapshot_stem(snapshot: SnapshotAssertion) -> str:
     return str(snapshot.extension.get_snapshot_name(test_location=snapshot.test_location, index=snapshot.index))
 
 
+def snapshot_missing(snapshot: SnapshotAssertion) -> bool:
+    """Whether the last comparison of ``snapshot`` found no snapshot to compare with."""
+    if not snapshot.num_executions:
+        return False
+    result = snapshot.executions[snapshot.num_executions - 1]
+    return result.exception is None and result.recalled_data is None
+
+
 def compare(snapshot: SnapshotAssertion, signature: Mapping[str, Any], label: str,
             command: str = "pytest ...") -> str | None:
     """Compare ``signature`` with its snapshot (written instead with ``--snapshot-update``);

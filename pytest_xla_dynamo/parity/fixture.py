@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo import metrics, zoo
 from pytest_xla_dynamo.backends import Backend
+from pytest_xla_dynamo.capture import Capture, parity_status
 from pytest_xla_dynamo.engine import case_mode
-from pytest_xla_dynamo.parity.compare import tolerance_for
+from pytest_xla_dynamo.parity.compare import Tolerance, tolerance_for
 from pytest_xla_dynamo.parity.run import PARITY_PHASE, EagerError, ParityError, ParityResult, run
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.repro import repro_command
@@ -77,8 +78,24 @@ class XlaParity:
         registry = self.session.known_issues
         return triage.analyze(registry if registry is not None else (), installed_versions())
 
+    def _run(self, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, *, shared: bool,
+             steps: int | None = None) -> tuple[ParityResult, Capture | None]:
+        """:func:`run`, and what dynamo captured of the case (None for a backend without dynamo): the
+        warm-up's counters of a shared case (compiled once per process), else the counters of this check."""
+        __tracebackhide__ = True
+        before = metrics.snapshot()
+        result = run(self.engine, spec, backend, mode, tol, shared=shared, steps=steps)
+        if backend.dynamo_backend is None:
+            return result, None
+        if shared:
+            key = self.engine.key(spec, backend, mode)
+            case = next((c for c in self.engine.cases if c.key == key), None)
+            if case is not None and case.warmup is not None:
+                return result, Capture.from_snapshot(case.warmup.total)
+        return result, Capture.from_snapshot(metrics.snapshot().delta(before))
+
     def _finish(self, spec: zoo.ModelSpec, backend: Backend, mode: str, result: ParityResult,
-                check: bool) -> ParityResult:
+                check: bool, capture: Capture | None = None) -> ParityResult:
         __tracebackhide__ = True
         from pytest_xla_dynamo.known_issues import applied_issue
 
@@ -91,6 +108,14 @@ class XlaParity:
                                  "tensor": result.tensor, "max_abs_err": result.max_abs_err, "step": result.step,
                                  "compile_seconds": result.compile_seconds}
         error = None if result.ok else self._error(result, repro)
+        figures: dict[str, Any] = {}
+        if capture is not None:  # a pass that compiled nothing is not a plain pass (records.NOT_CAPTURED)
+            extra["capture"] = capture.to_dict()
+            figures = {"calls_captured": capture.calls_captured, "unique_graphs": capture.unique_graphs,
+                       "graph_breaks": sum(capture.graph_breaks.values())}
+            status = parity_status(result.status, capture)
+            if status != result.status:
+                result = dataclasses.replace(result, status=status, message=capture.describe())
         # the record names the entry only when this failure is the one it records (else the judge fails the test)
         known = declared.entry.id if declared is not None and error is not None and declared.explains(error) else ""
         if error is not None and xcfg.triage != "off":
@@ -103,7 +128,8 @@ class XlaParity:
         self.session.record(self.item, CaseRecord(
             suite="parity", name=spec.name, backend=backend.name, mode=mode, status=result.status,
             repro=repro, message=result.message, dev=backend.device_kind, batch_size=spec.batch(xcfg.tier),
-            tier=xcfg.tier, flaky=result.flaky, compiles=result.compiles, known_issue=known, extra=extra))
+            tier=xcfg.tier, flaky=result.flaky, compiles=result.compiles, known_issue=known, extra=extra,
+            **figures))
         if check and error is not None:
             raise error  # for a case that did not run, the real error, so strict xfail raises= can match it
         return result
@@ -128,8 +154,8 @@ class XlaParity:
         if not backend.supports(mode):
             raise pytest.UsageError(f"backend {backend.name} does not support mode {mode!r}")
         tol = tolerance_for(spec, self.session.xcfg, self._tolerance_marker)
-        result = run(self.engine, spec, backend, mode, tol)
-        return self._finish(spec, backend, mode, result, check)
+        result, capture = self._run(spec, backend, mode, tol, shared=True)
+        return self._finish(spec, backend, mode, result, check, capture)
 
     def _user(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor],
               backend: Backend | str | None, mode: str, loss: Callable[[Any], torch.Tensor] | None,
@@ -148,8 +174,8 @@ class XlaParity:
         if loss is not None:
             spec = dataclasses.replace(spec, loss=loss)
         tol = tolerance_for(spec, self.session.xcfg, self._tolerance_marker)
-        result = run(self.engine, spec, backend, mode, tol, shared=False, steps=steps)
-        return self._finish(spec, backend, mode, result, check)
+        result, capture = self._run(spec, backend, mode, tol, shared=False, steps=steps)
+        return self._finish(spec, backend, mode, result, check, capture)
 
     def training(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor], *,
                  backend: Backend | str | None = None, loss: Callable[[Any], torch.Tensor] | None = None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_xla_dynamo.config import MODES
-from pytest_xla_dynamo.records import PASSING, UNRELIABLE, CaseRecord
+from pytest_xla_dynamo.records import NOT_CAPTURED, PASSING, UNRELIABLE, CaseRecord
 
 TIMING_SUITE = "timing"
 PARITY_SUITE = "parity"
@@ -192,11 +192,14 @@ def speedup_tables(records: Iterable[CaseRecord], **kwargs: Any) -> str:
 
 
 def status_counts(records: Iterable[CaseRecord]) -> dict[str, int]:
-    """pass / fail / xfail (a non-passing case with a known issue) / xpass (a passing one) / flaky."""
-    counts = {"pass": 0, "fail": 0, "xfail": 0, "xpass": 0, "flaky": 0}
+    """pass / fail / xfail (a non-passing case with a known issue) / xpass (a passing one) / not captured
+    (a dynamo backend's pass that compiled nothing: neither a pass nor a failure) / flaky."""
+    counts = {"pass": 0, "fail": 0, "xfail": 0, "xpass": 0, "not captured": 0, "flaky": 0}
     for record in records:
         passed = record.status in PASSING
-        if record.known_issue:
+        if record.status == NOT_CAPTURED:
+            counts["not captured"] += 1
+        elif record.known_issue:
             counts["xpass" if passed else "xfail"] += 1
         else:
             counts["pass" if passed else "fail"] += 1
@@ -211,6 +214,9 @@ def status_text(record: CaseRecord | None) -> str:
     notes = []
     if record.known_issue:
         notes.append(("xpass " if record.status in PASSING else "xfail ") + record.known_issue)
+    capture = record.extra.get("capture") if isinstance(record.extra, dict) else None
+    if isinstance(capture, dict) and capture.get("partial"):
+        notes.append("partial capture")
     if record.flaky:
         notes.append("flaky")
     return record.status + (f" ({', '.join(notes)})" if notes else "")

@@ -157,15 +157,28 @@ def _slug(*parts: str) -> str:
 _NUMBER = re.compile(r"(0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:e[+-]?\d+)?)")
 
 
+# a file-system path of two or more parts (/home/me/x/snap.json, C:\\x\\y): machine-specific, never proposed
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][^\s/\\'\"():,]+){2,}[/\\]?")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with file-system paths replaced by ``…`` (a proposal holds no machine paths)."""
+    return _PATH.sub("…", text)
+
+
 def message_pattern(first_line: str, limit: int = 80) -> str:
-    """A regex for a message's first line: cut at ``limit``, escaped, numbers and addresses generalized."""
-    parts = _NUMBER.split(first_line.strip()[:limit])
+    """A regex for a message's first line: cut at ``limit``, escaped, numbers, addresses and file-system
+    paths generalized (a path names one machine's folders, not the problem)."""
     out = []
-    for index, part in enumerate(parts):
-        if index % 2 == 0:
-            out.append(re.escape(part).replace("\\ ", " "))
-        else:
-            out.append(r"0x[0-9a-f]+" if part.startswith("0x") else r"[\d.e+-]+")
+    for chunk_index, chunk in enumerate(_PATH.split(first_line.strip()[:limit])):
+        if chunk_index:
+            out.append(r"\S+")
+        parts = _NUMBER.split(chunk)
+        for index, part in enumerate(parts):
+            if index % 2 == 0:
+                out.append(re.escape(part).replace("\\ ", " "))
+            else:
+                out.append(r"0x[0-9a-f]+" if part.startswith("0x") else r"[\d.e+-]+")
     return "".join(out)
 
 
@@ -185,7 +198,7 @@ def new_entry_snippet(failure: Failure, versions: dict[str, str | None]) -> list
     diverging = diverging_globs(failure.diverging)
     lines = ["a new entry for a --xla-known-issues-file (search upstream first; write a minimal reproducer):"]
     kind = failure.kind or ("wrong_result" if "AssertionError" in failure.exc_names else "error")
-    title = failure.first_line[:100]
+    title = without_paths(failure.first_line)[:100]
     if failure.diverging:
         title = (f"{failure.model or 'the model'} diverges from eager on {failure.backend or 'the backend'}"
                  f" (first: {failure.diverging[0]})")

@@ -46,6 +46,11 @@ class Triage:
     matches: list[Match] = field(default_factory=list)
     snippet: list[str] = field(default_factory=list)
     analyzed: bool = False
+    # what the failure is, where the harness can tell it is not the backend's problem (eager's fast path,
+    # an ill-conditioned gradient, a missing snapshot): shown as the verdict, and no new entry is proposed
+    verdict: list[str] = field(default_factory=list)
+    no_proposal: str = ""  # why no known-issue entry is proposed ("" = propose one when nothing matches)
+    classification: str = ""  # a short name of the verdict (eager_fast_path, ill_conditioned, harness)
 
     @classmethod
     def from_exception(cls, exc: BaseException, *, test: str, nodeid: str = "", **fields: Any) -> Triage:
@@ -81,6 +86,8 @@ class Triage:
             self.snippet = []  # declared already: the registry applied it
         elif self.matches:
             self.snippet = declare_snippet(self.matches[0], failure)
+        elif self.no_proposal:
+            self.snippet = []  # not an upstream problem: nothing to declare
         else:
             self.snippet = new_entry_snippet(failure, dict(versions))
         self.analyzed = True
@@ -110,7 +117,9 @@ class Triage:
                     "regression": "a regression test (recorded as fixed)"}.get(self.known_action, self.known_action)
             lines.append(f"registry: {self.known} applies to this test ({what})")
         lines += [m.line() for m in self.matches[:2]]
-        if not self.matches and not self.known:
+        if not self.matches and self.no_proposal:
+            lines.append(f"no known-issue entry proposed: {self.no_proposal}")
+        elif not self.matches and not self.known:
             lines.append("no entry of the registry matches (built-in and downstream)")
         return lines
 
@@ -122,8 +131,8 @@ class Triage:
         error = self.error_lines()
         out.append(f"  error:     {error[0]}")
         out += [f"             {line}" for line in error[1:]]
-        for label, block in (("diverged:", self.divergence), ("module:", self.localization),
-                             ("graphs:", self.graph_split)):
+        for label, block in (("verdict:", self.verdict), ("diverged:", self.divergence),
+                             ("module:", self.localization), ("graphs:", self.graph_split)):
             out += [f"  {label if i == 0 else '':<10} {line}" for i, line in enumerate(block)]
         for i, line in enumerate(self.known_lines()):
             for j, part in enumerate(line.splitlines()):
@@ -138,11 +147,15 @@ class Triage:
     def line(self) -> str:
         """One line: stage, the best match (or none), the diverging module."""
         parts = [f"{self.where.stage if self.where else 'outside a step'}"]
+        if self.verdict:
+            parts.append(self.verdict[0])
         if self.matches:
             best = self.matches[0]
             parts.append(f"matches {best.entry.id}" + ("" if best.full else " in part"))
         elif self.known:
             parts.append(f"registry {self.known}")
+        elif self.no_proposal:
+            parts.append("no known issue proposed")
         else:
             parts.append("no known issue matches")
         if self.localization:
@@ -156,4 +169,5 @@ class Triage:
                 "first_line": self.error_lines()[0], "known": self.known, "known_action": self.known_action,
                 "matches": [m.to_dict() for m in self.matches], "snippet": self.snippet,
                 "diverging": list(self.diverging), "localization": self.localization,
-                "graph_split": self.graph_split, "repro": self.repro, "line": self.line()}
+                "graph_split": self.graph_split, "repro": self.repro, "line": self.line(),
+                "verdict": self.verdict, "classification": self.classification, "no_proposal": self.no_proposal}
