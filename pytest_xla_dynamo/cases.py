@@ -125,7 +125,11 @@ class PreparedCase:
     """One model on one backend in one mode, ready to step."""
 
     def __init__(self, key: CaseKey, spec: zoo.ModelSpec, backend: Backend, cpu_model: torch.nn.Module,
-                 cpu_inputs: Sequence[torch.Tensor]) -> None:
+                 cpu_inputs: Sequence[torch.Tensor], dtype: torch.dtype | None = None) -> None:
+        """``cpu_model`` is copied, never stepped: its state is the case's initial state, shared, not
+        copied (the cases and references of one model hold one CPU copy of its initial weights, and
+        must not change it). ``dtype``: the case's floating-point type (the fp64 reference), its initial
+        state converted on each :meth:`reset`."""
         import torch
 
         self.key = key
@@ -136,13 +140,13 @@ class PreparedCase:
         self.step_index: int | None = None
         with stage("place", backend=backend.name):
             self.device = backend.device()
-            self.model = place(copy.deepcopy(cpu_model), self.device)
+            model = copy.deepcopy(cpu_model)
+            self.model = place(model.to(dtype) if dtype is not None else model, self.device)
         self.model.train(self.mode == "train")
-        self.inputs = tuple(t.to(self.device) for t in cpu_inputs)
-        state = cpu_model.state_dict()
-        self.initial_state = type(state)((k, v.detach().clone()) for k, v in state.items())
-        # keep the per-module versions: some modules' loaders need them (MNASNet checks its version)
-        self.initial_state._metadata = getattr(state, "_metadata", None)  # type: ignore[attr-defined]
+        self.inputs = tuple((t.to(dtype) if dtype is not None and t.is_floating_point() else t).to(self.device)
+                            for t in cpu_inputs)
+        # detached aliases of cpu_model's tensors (keeping the per-module versions some loaders check: MNASNet)
+        self.initial_state = cpu_model.state_dict()
         self.fn: Callable[..., Any] = backend.wrap(self.model)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
         self.warmup: Warmup | None = None
@@ -260,25 +264,39 @@ def iter_trace(case: PreparedCase, steps: int, phase: str = "") -> Iterator[Tens
         yield collect(case.model, out, loss, case.mode)
 
 
+def release_memory() -> None:
+    """Give back what freed cases held: dynamo's compiled code and guards (which hold the models), the
+    garbage, and the C heap's free pages (glibc keeps freed arenas mapped until ``malloc_trim``)."""
+    import ctypes
+    import gc
+
+    import torch
+
+    torch._dynamo.reset()
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
+
+
 class CaseCache:
-    """Prepared cases of this process, keyed by :class:`CaseKey`; holds one model's cases at a time."""
+    """Prepared cases of this process, keyed by :class:`CaseKey`; holds one (model, mode)'s cases at a time
+    (the collection hook orders shared-case tests by model, then mode, so each case compiles once)."""
 
     def __init__(self) -> None:
         self._cases: dict[CaseKey, PreparedCase] = {}
 
+    def release_other(self, model: str, mode: str) -> bool:
+        """Forget the cases of every other (model, mode); whether there were any."""
+        stale = [k for k in self._cases if (k.model, k.mode) != (model, mode)]
+        for old in stale:
+            del self._cases[old]
+        return bool(stale)
+
     def get(self, key: CaseKey, make: Callable[[], PreparedCase]) -> PreparedCase:
         case = self._cases.get(key)
         if case is None:
-            stale = [k for k in self._cases if k.model != key.model]
-            if stale:  # a new model: free the previous one's cases, and dynamo's hold on them
-                for old in stale:
-                    del self._cases[old]
-                import gc
-
-                import torch
-
-                torch._dynamo.reset()
-                gc.collect()
             case = self._cases[key] = make()
         return case
 

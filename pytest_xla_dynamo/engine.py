@@ -3,7 +3,7 @@
 A process has one :class:`CaseEngine` (``XlaSession.engine``). It turns the session's options into a
 :class:`~pytest_xla_dynamo.cases.CaseKey` (tier, seed, patches, input randomization), builds each
 (model, backend, mode) once per process, and keeps it warmed up in a :class:`~pytest_xla_dynamo.cases.CaseCache`
-(one model at a time: the collection hook orders shared-case tests model by model). The parity
+(one (model, mode) at a time: the collection hook orders shared-case tests by model, then mode). The parity
 references (eager twice, and fp64) are cached here too, beside the cases they were built with.
 It also reads a test's mode: the ``mode`` argument, else its ``xla_mode`` marker, so suites state it once.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from pytest_xla_dynamo import patches, zoo
 from pytest_xla_dynamo.backends import Backend, BackendRegistry
-from pytest_xla_dynamo.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
+from pytest_xla_dynamo.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model, release_memory
 from pytest_xla_dynamo.config import MODES, XlaConfig
 from pytest_xla_dynamo.triage.stages import stage
 
@@ -45,8 +45,17 @@ class CaseEngine:
         self.xcfg = xcfg
         self.backends = backends
         self.cases = CaseCache()
-        # parity references: (CaseKey of the eager case, steps) -> parity.Reference, one model at a time
+        # parity references: (CaseKey of the eager case, steps) -> parity.Reference, one (model, mode) at a time
         self.references: dict[tuple[CaseKey, int], Any] = {}
+
+    def focus(self, model: str, mode: str) -> None:
+        """Free every prepared case and parity reference of another (model, mode) than this one, and the
+        memory they held, before building this one's: a process holds one (model, mode) at a time."""
+        stale = [k for k in self.references if (k[0].model, k[0].mode) != (model, mode)]
+        for old in stale:
+            self.references.pop(old).close()
+        if self.cases.release_other(model, mode) or stale:
+            release_memory()
 
     def patch_names(self, spec: zoo.ModelSpec, extra: Sequence[str] = ()) -> tuple[str, ...]:
         """The op patches a case is built with: ``--xla-patch``, ``extra``, and dropout's when the
@@ -99,6 +108,7 @@ class CaseEngine:
         def make() -> PreparedCase:
             return PreparedCase(key, spec, backend, *self.build(key, spec))
 
+        self.focus(key.model, key.mode)
         case = self.cases.get(key, make)
         case.warm_up()
         return case

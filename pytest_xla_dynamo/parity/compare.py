@@ -20,8 +20,6 @@ from pytest_xla_dynamo.config import XlaConfig
 if TYPE_CHECKING:
     import torch
 
-    from pytest_xla_dynamo.cases import TensorSet
-
 DEFAULT_TOLERANCE = 1e-4  # pytorch benchmarks/dynamo torchbench.py default for float32
 #: the groups of a step's tensors, in the harness's order
 GROUPS = ("loss", "outputs", "grads", "params", "buffers")
@@ -129,8 +127,8 @@ def compare_tensor(name: str, ref: torch.Tensor, res: torch.Tensor, fp64: torch.
     return f"{name}: max abs err {err:.1e} > atol {tol.tol:.0e} (rtol {tol.tol:.0e}){detail}"
 
 
-def compare_step(step: int, ref: TensorSet, res: TensorSet, fp64: TensorSet | None,
-                 tol: Tolerance) -> list[Divergence]:
+def compare_step(step: int, ref: Mapping[str, torch.Tensor], res: Mapping[str, torch.Tensor],
+                 fp64: Mapping[str, torch.Tensor] | None, tol: Tolerance) -> list[Divergence]:
     """Every diverging tensor of one step, in the harness's order (empty when all match)."""
     found = [Divergence(step, name, f"{name}: missing in the backend's results") for name in ref if name not in res]
     for name, ref_t in ref.items():

@@ -9,7 +9,6 @@ the stage it surfaced in written on it (:mod:`pytest_xla_dynamo.triage.stages`).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ from pytest_xla_dynamo.backends import Backend
 from pytest_xla_dynamo.cases import PreparedCase, iter_trace
 from pytest_xla_dynamo.engine import CaseEngine
 from pytest_xla_dynamo.parity.compare import Divergence, Tolerance, compare_step, divergence_lines
+from pytest_xla_dynamo.parity.store import StepStore
 from pytest_xla_dynamo.records import vote
 from pytest_xla_dynamo.triage.stages import stage
 
@@ -88,33 +88,36 @@ def accuracy_result(divergences: list[Divergence], compared: int, steps: int, to
 
 @dataclass
 class Reference:
-    """The eager CPU reference of a case: an fp32 model (whose two runs from the initial weights must
-    agree) and its fp64 copy. Both are stepped in lock-step with the backend, one step held at a time."""
+    """The eager CPU reference of a case: the steps of an fp32 run (whose second run from the initial weights
+    must agree) and of its fp64 copy, stored (:mod:`.store`). Each run is stepped alone and freed before
+    the next, so a check holds one model at a time."""
 
-    eager: PreparedCase | None
-    fp64: PreparedCase | None
+    eager: StepStore | None
+    fp64: StepStore | None
     status: str = "pass"
     message: str = ""
     exception: BaseException | None = None
 
-
-def _fp64(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> tuple[torch.nn.Module, tuple[Any, ...]]:
-    model = copy.deepcopy(model).double()
-    return model, tuple(t.double() if t.is_floating_point() else t for t in inputs)
+    def close(self) -> None:
+        """Delete the stored steps."""
+        for store in (self.eager, self.fp64):
+            if store is not None:
+                store.close()
 
 
 def reference(engine: CaseEngine, spec: zoo.ModelSpec, mode: str, steps: int, extra_patches: Sequence[str] = (),
               cache: bool = True) -> Reference:
-    """The eager reference models, built and checked once per (case, steps) and process (with
-    ``cache``, in ``engine.references``): two fp32 runs must agree (else ``eager_two_runs_differ``)."""
+    """The eager reference of a case, built and checked once per (case, steps) and process (with
+    ``cache``, in ``engine.references``, one (model, mode) at a time): two fp32 runs must agree (else
+    ``eager_two_runs_differ``)."""
     __tracebackhide__ = True
     eager = engine.eager
     key = engine.key(spec, eager, mode, extra_patches)
     ref_key = (key, steps)
     if cache and ref_key in engine.references:
         return engine.references[ref_key]
-    for old in [k for k in engine.references if k[0].model != key.model]:
-        del engine.references[old]
+    if cache:
+        engine.focus(key.model, key.mode)
     try:
         model, inputs = engine.build(key, spec)
     except Exception as exc:  # recorded as the harness's status, then re-raised by the caller
@@ -126,25 +129,48 @@ def reference(engine: CaseEngine, spec: zoo.ModelSpec, mode: str, steps: int, ex
     return ref
 
 
-def _check_reference(key: Any, spec: zoo.ModelSpec, eager: Backend, model: torch.nn.Module,
-                     inputs: tuple[torch.Tensor, ...], steps: int) -> Reference:
+def _stored_run(case: PreparedCase, steps: int) -> StepStore:
+    __tracebackhide__ = True
+    store = StepStore()
+    for tensors in iter_trace(case, steps, EAGER_PHASE):
+        store.add(tensors)
+    return store
+
+
+def _second_run_differs(first: StepStore, second: PreparedCase, steps: int) -> str | None:
+    """Where a second eager run from the initial weights differs from the stored first, else None."""
     __tracebackhide__ = True
     from torch._dynamo.utils import same
 
+    for step, b in enumerate(iter_trace(second, steps, EAGER_PHASE), start=1):
+        a = first.step(step)
+        for name in a:
+            if not same(a[name], b[name], tol=0, equal_nan=True, log_error=lambda *x, **k: None):
+                return f"step {step}, {name}: two eager runs differ"
+        a.release()
+    return None
+
+
+def _check_reference(key: Any, spec: zoo.ModelSpec, eager: Backend, model: torch.nn.Module,
+                     inputs: tuple[torch.Tensor, ...], steps: int) -> Reference:
+    """Run eager, store its steps; run it again and compare; run the fp64 copy and store its steps. One
+    model is alive at a time beside ``model`` (the initial weights, which every run shares)."""
+    __tracebackhide__ = True
+    import torch
+
+    first: StepStore | None = None
     try:
-        first = PreparedCase(key, spec, eager, model, inputs)
-        second = PreparedCase(key, spec, eager, model, inputs)
-        for step, (a, b) in enumerate(zip(iter_trace(first, steps, EAGER_PHASE),
-                                          iter_trace(second, steps, EAGER_PHASE), strict=True), start=1):
-            for name in a:
-                if not same(a[name], b[name], tol=0, equal_nan=True, log_error=lambda *x, **k: None):
-                    return Reference(None, None, "eager_two_runs_differ",
-                                     f"step {step}, {name}: two eager runs differ")
+        first = _stored_run(PreparedCase(key, spec, eager, model, inputs), steps)
+        differs = _second_run_differs(first, PreparedCase(key, spec, eager, model, inputs), steps)
+        if differs:
+            first.close()
+            return Reference(None, None, "eager_two_runs_differ", differs)
+        fp64 = _stored_run(PreparedCase(key, spec, eager, model, inputs, dtype=torch.float64), steps)
     except Exception as exc:  # recorded as the harness's status, then re-raised by the caller
+        if first is not None:
+            first.close()
         return Reference(None, None, "eager_fail_to_run", f"eager {spec.name}: {exc!r}", exc)
-    del second
-    fp64_model, fp64_inputs = _fp64(model, inputs)
-    return Reference(first, PreparedCase(key, spec, eager, fp64_model, fp64_inputs))
+    return Reference(first, fp64)
 
 
 # --- running a check -----------------------------------------------------------------------------------------
@@ -172,36 +198,37 @@ def run(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, to
         assert ref.eager is not None and ref.fp64 is not None
         result = _vote([_lockstep(ref.eager, ref.fp64, case, steps, tol, backend)
                         for _ in range(engine.xcfg.accuracy_runs)])
+    finally:
+        if not shared:
+            ref.close()
     spent = metrics.snapshot().delta(before)
     result.compiles = spent.compiles
     result.compile_seconds = round(spent.seconds.get("CompileTime", 0.0), 3) if spent.compiles else None
     return result
 
 
-def _lockstep(eager: PreparedCase, fp64: PreparedCase, case: PreparedCase, steps: int, tol: Tolerance,
+def _lockstep(eager: StepStore, fp64: StepStore, case: PreparedCase, steps: int, tol: Tolerance,
               backend: Backend) -> ParityResult:
-    """Step eager, its fp64 copy and the backend together from the initial weights; compare every
-    tensor of each step as it comes (fp64 stays float64: same() applies its RMSE rule only to a float64
+    """Step the backend from the initial weights and compare every tensor of each step as it comes with the
+    stored eager and fp64 steps (fp64 stays float64: same() applies its RMSE rule only to a float64
     reference). A divergence does not stop the steps: the result lists every one."""
     __tracebackhide__ = True
-    ref_run = iter_trace(eager, steps, EAGER_PHASE)
-    fp64_run = iter_trace(fp64, steps, EAGER_PHASE)
     res_run = iter_trace(case, steps, PARITY_PHASE)
     divergences: list[Divergence] = []
     compared = 0
     for step in range(1, steps + 1):
         try:
-            ref_step, fp64_step = next(ref_run), next(fp64_run)
-        except Exception as exc:  # recorded as the harness's status, then re-raised by the caller
-            return ParityResult("eager_fail_to_run", f"eager: {exc!r}", step, tolerance=tol, exception=exc)
-        try:
             res_step = next(res_run)
         except Exception as exc:  # recorded as fail_to_run, then re-raised by the caller
             return ParityResult("fail_to_run", f"{backend.name}: {exc!r}", step, tolerance=tol, exception=exc,
                                 divergences=divergences)
+        ref_step, fp64_step = eager.step(step), fp64.step(step)
         compared = len(ref_step)
         with stage("comparison", step=step, phase=PARITY_PHASE, backend=backend.name):
             divergences += compare_step(step, ref_step, res_step, fp64_step, tol)
+        ref_step.release()
+        fp64_step.release()
+        del res_step
     return accuracy_result(divergences, compared, steps, tol)
 
 
