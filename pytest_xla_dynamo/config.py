@@ -9,8 +9,10 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,6 +41,8 @@ KNOWN_ISSUE_POLICIES = ("xfail", "run", "skip")
 TRIAGE_POLICIES = ("auto", "full", "summary", "off")
 DROPOUT_POLICIES = ("identity", "keep")
 SEED_MAX = 2**32 - 1  # numpy's range: np.random.seed takes 0..2**32-1
+SHARDS_MAX = 1000  # --xla-shard=I/N: N beyond any CI matrix (the split keeps a list of N loads)
+THREADS_MAX = 4096  # --xla-threads: beyond any machine's cores (torch takes a C int)
 
 
 @dataclass(frozen=True)
@@ -86,9 +90,26 @@ def split_list(value: str) -> list[str]:
     return [part.strip() for part in value.replace(" ", ",").split(",") if part.strip()]
 
 
-def _bad(opt: Option, value: str, valid: Sequence[str] | str) -> pytest.UsageError:
-    listed = valid if isinstance(valid, str) else ", ".join(valid)
-    return pytest.UsageError(f"{opt.label}: invalid value {value!r}; valid: {listed}")
+def listing(valid: Sequence[str], width: int = 100) -> str:
+    """``valid`` as a comma list: on the line where it is short, else wrapped onto indented lines of ``width``."""
+    text = ", ".join(valid)
+    if len(text) <= width:
+        return text
+    return "\n  " + "\n  ".join(textwrap.wrap(text, width, break_on_hyphens=False))
+
+
+def did_you_mean(bad: Sequence[str], valid: Sequence[str]) -> str:
+    """``" (did you mean 'a', 'b'?)"``: the names of ``valid`` closest to ``bad`` (any case), or ``""``."""
+    lowered = {v.lower(): v for v in valid}
+    close = [lowered[b.lower()] for b in bad if b.lower() in lowered]
+    close += [c for b in bad for c in difflib.get_close_matches(b, valid, n=3, cutoff=0.6)]
+    close = list(dict.fromkeys(close))
+    return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+
+
+def _bad(opt: Option, value: str, valid: Sequence[str] | str, hint: str = "") -> pytest.UsageError:
+    listed = valid if isinstance(valid, str) else listing(valid)
+    return pytest.UsageError(f"{opt.label}: invalid value {value!r}{hint}; valid: {listed}")
 
 
 def choice_list(opt: Option, value: str, valid: Sequence[str], *, allow_all: bool = True,
@@ -108,7 +129,7 @@ def choice_list(opt: Option, value: str, valid: Sequence[str], *, allow_all: boo
         elif name not in out:
             out.append(name)
     if bad:
-        raise _bad(opt, ",".join(bad), list(valid) + (["all"] if allow_all else []))
+        raise _bad(opt, ",".join(bad), list(valid) + (["all"] if allow_all else []), did_you_mean(bad, valid))
     return tuple(out)
 
 
@@ -168,27 +189,30 @@ def to_path(value: str) -> Path | None:
     return Path(value).expanduser() if value.strip() else None
 
 
+SHARD_VALID = f"I/N with integers 1 <= I <= N <= {SHARDS_MAX}, e.g. 1/4"
+
+
 def to_shard(opt: Option, value: str) -> tuple[int, int] | None:
     if not value.strip():
         return None
     try:
         index, total = (int(x) for x in value.split("/"))
     except ValueError:
-        raise _bad(opt, value, "I/N with integers 1 <= I <= N, e.g. 1/4") from None
-    if not 1 <= index <= total:
-        raise _bad(opt, value, "I/N with integers 1 <= I <= N, e.g. 1/4")
+        raise _bad(opt, value, SHARD_VALID) from None
+    if not 1 <= index <= total <= SHARDS_MAX:
+        raise _bad(opt, value, SHARD_VALID)
     return index, total
 
 
-THREADS_VALID = "an integer >= 1, or auto"
+THREADS_VALID = f"an integer 1..{THREADS_MAX}, or auto"
 
 
 def to_threads(opt: Option, value: str) -> int | None:
-    """``--xla-threads``: an integer >= 1, or ``auto`` (None)."""
+    """``--xla-threads``: an integer 1..:data:`THREADS_MAX`, or ``auto`` (None)."""
     if value.strip().lower() == "auto":
         return None
     try:
-        return to_int(opt, value.strip())
+        return to_int(opt, value.strip(), maximum=THREADS_MAX)
     except pytest.UsageError:
         raise _bad(opt, value, THREADS_VALID) from None
 
@@ -198,6 +222,18 @@ def auto_baseline(environ: Mapping[str, str]) -> str:
     unset), else ``trace_everytime`` (the seed's comparison on the same device). Touches no device."""
     device = environ.get("PJRT_DEVICE", "").strip().upper() or "CPU"
     return "eager" if device == "CPU" else "trace_everytime"
+
+
+def _models(given: tuple[Option, str], models: Sequence[str], collections: Mapping[str, Sequence[str]],
+            zoo: Sequence[str]) -> tuple[str, ...]:
+    """``--xla-models``: unset or ``all`` = the models of the ``--xla-zoo`` collections; given empty (``--xla-models=``,
+    a CI variable that was not set) is an error, as ``--xla-zoo=`` is, not every model."""
+    opt, value = given
+    if opt.source != "default" and not split_list(value):
+        raise _bad(opt, value, "model names (comma list), or all; leave the option out for the --xla-zoo models")
+    if split_list(value) in ([], [ALL]):
+        return tuple(m for m in models if any(m in collections[c] for c in zoo))
+    return choice_list(opt, value, models)
 
 
 def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: Mapping[str, str],
@@ -232,8 +268,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         backends=choice_list(*get("xla_backend"), backends, aliases=backend_aliases),
         tier=choice(*get("xla_tier"), ("small", "full")),
         zoo=zoo,
-        models=(tuple(m for m in models if any(m in collections[c] for c in zoo))
-                if split_list(raw["xla_models"]) in ([], [ALL]) else choice_list(*get("xla_models"), models)),
+        models=_models(get("xla_models"), models, collections, zoo),
         modes=choice_list(*get("xla_modes"), MODES),
         tensor_modes=choice_list(*get("xla_tensor_mode"), TENSOR_MODES),
         patches=choice_list(*get("xla_patch"), patches, allow_all=False, allow_empty=True),
@@ -265,6 +300,9 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         shard=to_shard(*get("xla_shard")),
     )
     for path in values["known_issues_files"]:
+        if path.is_dir():
+            raise pytest.UsageError(f"--xla-known-issues-file: {str(path)!r} is a directory; valid: a TOML file of "
+                                    "[[issue]] entries")
         if not path.is_file():
             raise pytest.UsageError(f"--xla-known-issues-file: no such file {str(path)!r}")
     if values["update_expected"] and values["expected"] is None:

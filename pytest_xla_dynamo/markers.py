@@ -154,12 +154,33 @@ def _choices(values: Iterable[Any], valid: Sequence[str], aliases: Mapping[str, 
     return [v for v in values if not isinstance(v, str) or aliases.get(v, v) not in valid]
 
 
+def _valid(valid: Sequence[str]) -> str:
+    from pytest_xla_dynamo.config import listing
+
+    return listing(valid)
+
+
+def _hint(bad: Sequence[Any], valid: Sequence[str]) -> str:
+    from pytest_xla_dynamo.config import did_you_mean
+
+    return did_you_mean([b for b in bad if isinstance(b, str) and b != "(none)"], valid)
+
+
 def _line(item: Any, name: str, bad: str, valid: str) -> str:
     return f"{base_nodeid(item)}: @pytest.mark.{name}: invalid value {bad}; valid: {valid}"
 
 
 def _shown(values: Iterable[Any]) -> str:
     return ", ".join(v if v == "(none)" else repr(v) for v in values)
+
+
+def _keywords(marker: Any) -> str:
+    """A marker's keyword arguments as the error shows them, ``""`` without: ``names=['a'] (a keyword; the
+    names are positional)``."""
+    if not marker.kwargs:
+        return ""
+    shown = ", ".join(f"{k}={v!r}" for k, v in marker.kwargs.items())
+    return f"{shown} (a keyword argument; the names are positional: @pytest.mark.{marker.name}('a', 'b'))"
 
 
 def validate_item(item: pytest.Item | Any, *, backends: Sequence[str] | None = None,
@@ -194,13 +215,20 @@ def validate_item(item: pytest.Item | Any, *, backends: Sequence[str] | None = N
     for name, valid, aliases in lists:
         values = marker_values(item, name)
         if values is not None:
-            bad = _choices(values, valid, aliases)
-            if bad:
-                errors.append(_line(item, name, _shown(bad), ", ".join(valid)))
+            closest = item.get_closest_marker(name)
+            keywords = _keywords(closest)
+            bad = [] if keywords and not values else _choices(values, valid, aliases)
+            if keywords or bad:
+                shown = ", ".join(filter(None, (_shown(bad), keywords))) + _hint(bad, valid)
+                errors.append(_line(item, name, shown, _valid(valid)))
+            elif name == "xla_mode" and len(values) > 1:  # a test runs in one mode: train and infer are two tests
+                errors.append(_line(item, name, _shown(values), f"one of {', '.join(valid)} (one mode per test; "
+                                    "without the marker a test is tied to no mode)"))
     for marker in item.iter_markers("xla_patch"):  # every level adds patches
-        bad = _choices(marker.args, patches, {})
-        if bad:
-            errors.append(_line(item, "xla_patch", _shown(bad), ", ".join(patches)))
+        keywords = _keywords(marker)
+        bad = [] if keywords and not marker.args else _choices(marker.args, patches, {})
+        if keywords or bad:
+            errors.append(_line(item, "xla_patch", ", ".join(filter(None, (_shown(bad), keywords))), _valid(patches)))
     seed = item.get_closest_marker("xla_seed")
     if seed is not None and (len(seed.args) != 1 or seed.kwargs or _int_seed(seed.args[0]) is None):
         shown = _shown(list(seed.args) or ["(none)"]) + "".join(f", {k}={v!r}" for k, v in seed.kwargs.items())

@@ -145,11 +145,13 @@ def test_threads_option_resolves_auto_numbers_and_its_sources() -> None:
     assert resolve(ini={"xla_threads": "4"}).threads == 4
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "two", "1.5", ""])
+@pytest.mark.parametrize("value", ["0", "-1", "two", "1.5", "", "4097", "100000000000000000000"])
 def test_bad_thread_values_are_usage_errors(value: str) -> None:
+    """Issue 28: a huge count is refused at start-up (it passed, and failed in the timing test); the valid range
+    is said (was "an integer >= 1, or auto")."""
     with pytest.raises(pytest.UsageError) as err:
         resolve({"xla_threads": value})
-    assert str(err.value) == f"--xla-threads: invalid value {value!r}; valid: an integer >= 1, or auto"
+    assert str(err.value) == f"--xla-threads: invalid value {value!r}; valid: an integer 1..4096, or auto"
 
 
 @pytest.mark.parametrize(("device", "expected"), [("CPU", "eager"), ("cpu", "eager"), ("", "eager"),

@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from packaging.version import InvalidVersion, Version
 
-from pytest_xla_dynamo.fileio import atomic_write_text
+from pytest_xla_dynamo.fileio import TextFileError, atomic_write_text, read_text
 from pytest_xla_dynamo.known_issues.exceptions import RegistryError
 from pytest_xla_dynamo.known_issues.registry import KnownIssue, Registry, load_registry
 from pytest_xla_dynamo.versions import installed_versions
@@ -154,12 +154,20 @@ def write_block(path: Path, block: str) -> bool:
     if not path.exists():
         atomic_write_text(path, new_document(block))
         return True
-    text = path.read_text(encoding="utf-8")
+    text = _read(path)
     updated = replace_block(text, block, str(path))
     if updated == text:
         return False
     atomic_write_text(path, updated)
     return True
+
+
+def _read(path: Path) -> str:
+    """The UTF-8 text of a Markdown file; TableError naming it: a folder, a missing file, not UTF-8."""
+    try:
+        return read_text(path)
+    except TextFileError as exc:
+        raise TableError(str(exc)) from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -196,9 +204,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             changed = write_block(args.write, block)
             print(f"{args.write}: {'wrote the known-issue table' if changed else 'the table is up to date'}")
         elif args.check is not None:
-            if not args.check.is_file():
-                raise TableError(f"{args.check}: no such file")
-            if current_block(args.check.read_text(encoding="utf-8"), str(args.check)) != block:
+            if current_block(_read(args.check), str(args.check)) != block:
                 print(f"{args.check}: the known-issue table differs from the registry; regenerate it with\n"
                       f"  python -m pytest_xla_dynamo.known_issues.table --write {args.check}", file=sys.stderr)
                 return 1
@@ -206,7 +212,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         else:
             print(render_markdown(registry, versions) if args.markdown else render_text(registry, versions),
                   end="")
-    except (RegistryError, TableError, OSError, UnicodeDecodeError) as exc:
+    except (RegistryError, TableError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     return 0

@@ -6,7 +6,9 @@ written moves them into place (``os.replace``) and removes the set's files that 
 this run did not write (so ``xla-dynamo.*`` in a folder always come from one run). Otherwise it moves
 nothing: a writer that fails, Ctrl-C or SIGTERM while writing leave the folder as it was (and a report
 folder this run created is removed again). The staging folder and every temporary file are removed on
-every exit path.
+every exit path. Two sessions writing one folder at once cannot mix their sets: the moves of a set
+happen under an exclusive lock on the folder (:func:`folder_lock`), so the folder ends with the whole
+set of whichever session moved its set in last.
 
 Signals: while the files are written, SIGTERM raises :class:`Terminated` (its default action would end
 the process without running any cleanup); during the moves, SIGINT and SIGTERM are held back and
@@ -141,6 +143,23 @@ def signals_held(signums: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> It
 # --- the set -------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (``flock`` on the folder itself: no lock file is left behind),
+    waiting for another session that holds it. Where there is no ``flock`` (Windows) nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _matplotlib_missing() -> bool:
     try:
         import matplotlib  # noqa: F401
@@ -202,7 +221,8 @@ class ReportSet:
                     except Exception as exc:  # an error line and a failing exit status, nothing moved in
                         self.errors.append(self._error(fmt, exc))
                 if not self.errors:
-                    self._publish(stage, chosen, notes)
+                    with folder_lock(self.folder):
+                        self._publish(stage, chosen, notes)
             finally:
                 if stage is not None:
                     shutil.rmtree(stage, ignore_errors=True)

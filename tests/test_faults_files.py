@@ -1,0 +1,277 @@
+"""Fault injection for the files the plugin reads and writes (issue 28): every bad file a usage error (exit 4)
+naming the file and line, no traceback, nothing half-written; written files keep a mode and a symlink's target.
+
+* Reading (``fileio.read_text``): UTF-16 (with or without a byte-order mark), binary data, invalid UTF-8, a
+  folder, a missing file; a UTF-8 BOM (a spreadsheet's CSV) is read. The same through the expected-results CSV,
+  the JSON report, the known-issue TOML and the table's ``--check``.
+* Writing (``fileio.atomic_write``): an existing file's mode is kept, a symlink's target is rewritten; two
+  sessions publishing one report folder cannot mix their sets (the folder lock).
+* The expected file: mode ``eval`` refused with its line.
+* The sessions (one interpreter, ``sample_data.run_sessions``): ``--xla-expected`` UTF-16 / binary with and
+  without ``--xla-update-expected`` (the file untouched), a BOM CSV gating as usual, ``--xla-known-issues-file``
+  a folder or UTF-16, and ``python -m pytest_xla_dynamo known-issues --check DIR``.
+
+``merge`` is in test_faults_merge.py, the registry's entries in test_faults_registry.py, the options and markers
+in test_faults_options.py.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sample_data import clean_env, earlier_set, run_sessions, sample_records, umask
+
+from pytest_xla_dynamo import report
+from pytest_xla_dynamo.fileio import TextFileError, atomic_write_text, read_text
+from pytest_xla_dynamo.gating.expected import ExpectedFileError, read_expected
+from pytest_xla_dynamo.known_issues.exceptions import RegistryError
+from pytest_xla_dynamo.known_issues.registry import load_file
+from pytest_xla_dynamo.report.writer import ReportSet, folder_lock
+
+pytest_plugins = ["pytester"]
+
+HEADER = "name,backend,mode,status,graph_status,graph_breaks,unique_graphs,fallbacks,recompiles,flaky,known_issue"
+ROW = "resnet18,trace_once,train,pass,,0,1,0,0,false,"
+
+
+def _clean(output: str) -> None:
+    assert "Traceback" not in output, output[-3000:]
+    assert "INTERNALERROR" not in output, output[-3000:]
+
+
+# --- reading -------------------------------------------------------------------------------------------------
+
+
+def test_read_text_refuses_what_is_not_utf8(tmp_path: Path) -> None:
+    """UTF-16/32 (by their BOM), binary data and invalid UTF-8 are named with the file (and the line); a UTF-8
+    BOM is dropped; a folder and a missing file are said as such."""
+    cases = {
+        "utf16.csv": (codecs.BOM_UTF16_LE + "a,b\n".encode("utf-16-le"), "utf16.csv: the file is UTF-16-encoded"),
+        "utf16be.csv": (codecs.BOM_UTF16_BE + "a\n".encode("utf-16-be"), "utf16be.csv: the file is UTF-16-encoded"),
+        "utf32.csv": (codecs.BOM_UTF32_LE + "a\n".encode("utf-32-le"), "utf32.csv: the file is UTF-32-encoded"),
+        "nobom16.csv": ("a,b\n".encode("utf-16-le"), "nobom16.csv:1: a NUL byte: a binary file (or UTF-16"),
+        "latin1.csv": ("a\nb\ncaf\xe9\n".encode("latin-1"), "latin1.csv:3: not UTF-8 text (byte 0xe9 at offset 7)"),
+        "binary.bin": (b"\x89PNG\r\n\x1a\n\x00\x00", "binary.bin:1: not UTF-8 text (byte 0x89 at offset 0)"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(TextFileError) as err:
+            read_text(tmp_path / name)
+        assert str(err.value).startswith(str(tmp_path / name)), (name, str(err.value))
+        assert message in str(err.value), (name, str(err.value))
+        assert "save it as UTF-8" in str(err.value) or "not UTF-8 text" in str(err.value)
+    (tmp_path / "bom.csv").write_bytes(codecs.BOM_UTF8 + b"a,b\n")
+    assert read_text(tmp_path / "bom.csv") == "a,b\n"
+    with pytest.raises(TextFileError, match="is a directory, not a file"):
+        read_text(tmp_path)
+    with pytest.raises(TextFileError, match=r"nope\.csv: no such file"):
+        read_text(tmp_path / "nope.csv")
+
+
+def test_expected_csv_encodings_and_modes(tmp_path: Path) -> None:
+    """The expected CSV: a spreadsheet's BOM reads (was "missing column(s) name"); UTF-16 is named with the file;
+    mode ``eval`` is refused with its line."""
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(codecs.BOM_UTF8 + f"{HEADER}\n{ROW}\n".encode())
+    assert list(read_expected(bom)) == [("resnet18", "trace_once", "train")]
+    utf16 = tmp_path / "utf16.csv"
+    utf16.write_text(f"{HEADER}\n{ROW}\n", encoding="utf-16")
+    with pytest.raises(ExpectedFileError, match=r"utf16\.csv: the file is UTF-16-encoded"):
+        read_expected(utf16)
+    evaluated = tmp_path / "eval.csv"
+    evaluated.write_text(f"{HEADER}\n{ROW}\nresnet18,trace_once,eval,pass,,,,,,false,\n")
+    with pytest.raises(ExpectedFileError) as err:
+        read_expected(evaluated)
+    assert str(err.value) == f"{evaluated}:3: column mode: invalid value 'eval'; valid: train, infer"
+
+
+def test_json_report_encoding_and_field_types(tmp_path: Path) -> None:
+    """A JSON report (a shard, a timing baseline): not UTF-8, a field of the wrong type, an environment that is
+    not an object: a ValueError naming the file and line (was a TypeError traceback in merge)."""
+    path = tmp_path / "r.jsonl"
+    report.write_json(sample_records()[:2], path, {})
+    good = path.read_text().splitlines()
+    cases = {
+        '"speedup": 2.0': ('"speedup": "fast"', "r.jsonl:1: not a record: field 'speedup': \"fast\" is not a number"),
+        '"name": "resnet18"': ('"name": 18', "r.jsonl:1: not a record: field 'name': 18 is not a string"),
+        '"batch_size": 2': ('"batch_size": true', "field 'batch_size': true is not an integer or null"),
+        '"flaky": false': ('"flaky": "no"', "field 'flaky': \"no\" is not true or false"),
+        '"extra": {}': ('"extra": []', "field 'extra': [] is not an object"),
+        '"environment": {}': ('"environment": "x"', "r.jsonl:1: field 'environment': \"x\" is not an object"),
+        '"mode": "train", ': ("", "r.jsonl:1: not a record: missing field(s) 'mode'"),
+    }
+    for old, (new, message) in cases.items():
+        assert old in good[0], old
+        path.write_text("\n".join([good[0].replace(old, new, 1), *good[1:]]) + "\n")
+        with pytest.raises(ValueError) as err:
+            report.read_report(path)
+        assert message in str(err.value), (old, str(err.value))
+    path.write_text("\n".join(good) + "\n", encoding="utf-16")
+    with pytest.raises(ValueError, match=r"r\.jsonl: the file is UTF-16-encoded"):
+        report.read_report(path)
+
+
+def test_known_issue_toml_encodings(tmp_path: Path) -> None:
+    entry = '[[issue]]\nid = "local:x"\nkind = "error"\nraises = "KeyError"\n'
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(codecs.BOM_UTF8 + entry.encode())
+    assert [e.id for e in load_file(bom)] == ["local:x"]
+    utf16 = tmp_path / "utf16.toml"
+    utf16.write_text(entry, encoding="utf-16")
+    with pytest.raises(RegistryError, match=r"utf16\.toml: the file is UTF-16-encoded"):
+        load_file(utf16)
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\xff\xd8\xff\xe0 jpeg")
+    with pytest.raises(RegistryError, match=r"binary\.toml:1: not UTF-8 text"):
+        load_file(binary)
+    with pytest.raises(RegistryError, match="is a directory, not a file"):
+        load_file(tmp_path)
+
+
+# --- writing -------------------------------------------------------------------------------------------------
+
+
+def test_atomic_write_keeps_the_mode_and_a_symlinks_target(tmp_path: Path) -> None:
+    """Rewriting an existing file keeps its mode (was reset to 0666 & ~umask); a symlink stays a link and its
+    target gets the text (was replaced by a plain file, the target not updated); a new file is ordinary."""
+    kept = tmp_path / "expected.csv"
+    kept.write_text("old\n")
+    kept.chmod(0o640)
+    atomic_write_text(kept, "new\n")
+    assert kept.read_text() == "new\n" and stat.S_IMODE(kept.stat().st_mode) == 0o640
+    target = tmp_path / "real" / "expected.csv"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    target.chmod(0o600)
+    link = tmp_path / "link.csv"
+    link.symlink_to(Path("real") / "expected.csv")  # relative, as `ln -s` makes them
+    chain = tmp_path / "chain.csv"
+    chain.symlink_to(link)
+    atomic_write_text(chain, "through the chain\n")
+    assert chain.is_symlink() and link.is_symlink()
+    assert target.read_text() == "through the chain\n" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    dangling = tmp_path / "dangling.csv"
+    dangling.symlink_to(tmp_path / "made" / "new.csv")
+    atomic_write_text(dangling, "created\n")
+    assert dangling.is_symlink() and (tmp_path / "made" / "new.csv").read_text() == "created\n"
+    fresh = tmp_path / "fresh.md"
+    atomic_write_text(fresh, "x")
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask()
+    assert sorted(p.name for p in tmp_path.rglob(".*.tmp")) == []  # no temporary file left
+
+
+def test_two_writers_of_one_report_folder_do_not_mix_sets(tmp_path: Path) -> None:
+    """The moves of a set wait for the folder's lock: while another session holds it nothing of this set
+    appears, then the whole set does (two sessions used to leave one's CSV and the other's JSONL)."""
+    folder = tmp_path / "reports"
+    before = earlier_set(folder)
+    records = sample_records()
+    writer = ReportSet(records, ["csv", "json"], folder, {"session": "second"})
+    with folder_lock(folder):
+        thread = threading.Thread(target=writer.write)
+        thread.start()
+        time.sleep(1.0)
+        assert thread.is_alive() and not writer.published  # waiting for the lock
+        assert {p.name: p.read_bytes() for p in folder.iterdir() if p.name in before} == before  # untouched
+    thread.join(timeout=30)
+    assert writer.published and writer.errors == []
+    assert report.read_report(folder / "xla-dynamo.jsonl")[1] == {"session": "second"}
+    assert (folder / "xla-dynamo.csv").read_text() != before["xla-dynamo.csv"].decode()
+    assert not (folder / "xla-dynamo.png").exists()  # the earlier set's other file: removed with the whole set
+
+
+def test_two_sessions_writing_at_once_leave_one_whole_set(tmp_path: Path) -> None:
+    """Two processes writing their sets into one folder at the same time, 30 times each: both succeed, and the
+    folder ends with one writer's CSV and JSON Lines (their model names carry the writer's name)."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    script = (
+        "import sys\n"
+        "from pytest_xla_dynamo.report.writer import write_reports\n"
+        "from sample_data import sample_records\n"
+        "name = sys.argv[1]\n"
+        "records = sample_records()\n"
+        "for r in records:\n"
+        "    r.name = name + '_' + r.name\n"
+        "for _ in range(30):\n"
+        "    lines, errors = write_reports(records, ['csv', 'json'], sys.argv[2], {'writer': name})\n"
+        "    assert not errors, errors\n"
+    )
+    env = clean_env(PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]))
+    procs = [subprocess.Popen([sys.executable, "-c", script, name, str(folder)], env=env)
+             for name in ("first", "second")]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    records, environment = report.read_report(folder / "xla-dynamo.jsonl")
+    writer = environment["writer"]
+    assert {r.name.split("_", 1)[0] for r in records} == {writer}
+    names = {line.split(",")[1] for line in (folder / "xla-dynamo.csv").read_text().splitlines()[1:]}
+    assert names and {n.split("_", 1)[0] for n in names} == {writer}
+    assert sorted(p.name for p in folder.iterdir()) == ["xla-dynamo.csv", "xla-dynamo.jsonl"]
+
+
+# --- sessions ------------------------------------------------------------------------------------------------
+
+PLAIN = """
+import os
+
+def test_plain():
+    print("PJRT_DEVICE", repr(os.environ.get("PJRT_DEVICE")))
+"""
+
+
+def test_bad_files_in_sessions(pytester: pytest.Pytester) -> None:
+    """Each bad file of a session: exit 4 before any test, the file named, no traceback, the file untouched."""
+    pytester.makepyfile(test_plain=PLAIN)
+    path = pytester.path
+    (path / "utf16.csv").write_text(f"{HEADER}\n{ROW}\n", encoding="utf-16")
+    (path / "binary.csv").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff")
+    (path / "bom.csv").write_bytes(codecs.BOM_UTF8 + f"{HEADER}\n".encode())
+    (path / "eval.csv").write_text(f"{HEADER}\nresnet18,trace_once,eval,pass,,,,,,false,\n")
+    (path / "utf16.toml").write_text('[[issue]]\nid = "local:x"\nkind = "error"\nraises = "KeyError"\n',
+                                     encoding="utf-16")
+    (path / "folder.toml").mkdir()
+    originals = {name: (path / name).read_bytes() for name in ("utf16.csv", "binary.csv", "eval.csv")}
+    cases = [
+        (["--xla-expected=utf16.csv"], "xla-dynamo gate: utf16.csv: the file is UTF-16-encoded"),
+        (["--xla-expected=utf16.csv", "--xla-update-expected"], "xla-dynamo gate: utf16.csv: the file is UTF-16"),
+        (["--xla-expected=binary.csv"], "xla-dynamo gate: binary.csv:1: not UTF-8 text (byte 0x89 at offset 0)"),
+        (["--xla-expected=binary.csv", "--xla-update-expected"], "xla-dynamo gate: binary.csv:1: not UTF-8 text"),
+        (["--xla-expected=eval.csv"], "xla-dynamo gate: eval.csv:2: column mode: invalid value 'eval'; valid: "
+                                      "train, infer"),
+        (["--xla-known-issues-file=utf16.toml"], "known issues: utf16.toml: the file is UTF-16-encoded"),
+        (["--xla-known-issues-file=folder.toml"], "--xla-known-issues-file: 'folder.toml' is a directory; valid: "
+                                                  "a TOML file"),
+    ]
+    good = [(["--xla-expected=bom.csv"], {}), ([], {"PJRT_DEVICE": ""})]
+    results = run_sessions(path, [{"args": args, "env": {}} for args, _ in cases]
+                           + [{"args": args, "env": env} for args, env in good])
+    for (args, message), result in zip(cases, results, strict=False):
+        output = result["out"] + result["err"]
+        assert result["ret"] == pytest.ExitCode.USAGE_ERROR, (args, output[-2000:])
+        assert f"ERROR: {message}" in result["err"], (args, output[-2000:])
+        assert "PJRT_DEVICE" not in result["out"]  # no test ran
+        _clean(output)
+    assert {name: (path / name).read_bytes() for name in originals} == originals  # nothing rewritten
+    bom, empty_device = results[len(cases):]
+    assert bom["ret"] == 0, bom["out"][-2000:] + bom["err"][-2000:]  # a spreadsheet's CSV: read as any other
+    assert "gating against bom.csv (0 rows)" in bom["out"]
+    assert empty_device["ret"] == 0, empty_device["err"][-2000:]
+    assert "PJRT_DEVICE 'CPU'" in empty_device["out"]  # PJRT_DEVICE= (empty) defaults to CPU, as unset
+
+
+def test_known_issues_check_of_a_folder(tmp_path: Path) -> None:
+    """``known-issues --check DIR`` and ``--file DIR``: exit 4 saying it is a directory (was "no such file")."""
+    for args in (["--check", str(tmp_path)], ["--file", str(tmp_path), "--markdown"]):
+        run = subprocess.run([sys.executable, "-m", "pytest_xla_dynamo", "known-issues", *args], capture_output=True,
+                             text=True, env=clean_env(), cwd=tmp_path, timeout=120)
+        assert run.returncode == 4, run.stderr
+        assert f"error: {tmp_path}: is a directory, not a file" in run.stderr
+        _clean(run.stdout + run.stderr)
