@@ -3,6 +3,8 @@
 * :mod:`.compare` - tolerances, one tensor, a whole step; every divergence kept (:class:`Divergence`)
 * :mod:`.run` - the eager reference, the lock-step run, the vote (:func:`run`, :class:`ParityResult`)
 * :mod:`.fixture` - :class:`XlaParity`, the ``xla_parity`` fixture's object (records and triage)
+* :mod:`.plain_math` - eager's fast paths off for the references (:func:`plain_math`), and the check whether
+  eager's fast path explains a failure
 
 Training: identical initial weights and inputs; ``steps`` of zero_grad, forward, loss, backward and SGD
 step on eager and on the backend, every tensor of every step compared (loss, outputs, gradients,

@@ -20,7 +20,9 @@ from pytest_xla_dynamo import metrics, zoo
 from pytest_xla_dynamo.backends import Backend
 from pytest_xla_dynamo.capture import Capture, parity_status
 from pytest_xla_dynamo.engine import case_mode
+from pytest_xla_dynamo.parity import plain_math
 from pytest_xla_dynamo.parity.compare import Tolerance, tolerance_for
+from pytest_xla_dynamo.parity.plain_math import FastPathCheck, check_fast_path
 from pytest_xla_dynamo.parity.run import PARITY_PHASE, EagerError, ParityError, ParityResult, run
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.repro import repro_command
@@ -45,6 +47,7 @@ class XlaParity:
         self.engine = session.engine
         self._default_backend = default_backend
         self._tolerance_marker = tolerance_marker
+        self._plain_references = False  # the last check's references ran on the plain math path
 
     def _triage(self, spec: zoo.ModelSpec, backend: Backend, mode: str, result: ParityResult, repro: str,
                 error: BaseException) -> Triage:
@@ -66,7 +69,14 @@ class XlaParity:
             triage.where = Where("comparison", first.step, PARITY_PHASE, backend.name)
             triage.divergence = divergence_lines(result.divergences, result.compared)
         xcfg = self.session.xcfg
-        if result.status == "fail_accuracy" and result.step is not None and wants_deep_triage(xcfg.triage, applied):
+        deep = result.status == "fail_accuracy" and wants_deep_triage(xcfg.triage, applied)
+        if deep and not self._plain_references:  # references on eager's fast paths: are they what differs?
+            fast = self._fast_path(spec, mode, result)
+            if fast.explains(triage.diverging):
+                triage.verdict, triage.classification = fast.verdict(), "eager_fast_path"
+                triage.no_proposal = "eager's fast path differs, not the backend (not an upstream problem of it)"
+                deep = False  # the reruns would compare against the same fast path
+        if deep and result.step is not None:
             from pytest_xla_dynamo.triage.graph_split import diagnose
             from pytest_xla_dynamo.triage.localize import localize
 
@@ -78,13 +88,23 @@ class XlaParity:
         registry = self.session.known_issues
         return triage.analyze(registry if registry is not None else (), installed_versions())
 
+    def _fast_path(self, spec: zoo.ModelSpec, mode: str, result: ParityResult) -> FastPathCheck:
+        """Eager's first step on its fast paths against its plain math path, on a fresh CPU model of the case."""
+        try:
+            model, inputs = self.engine.build(self.engine.key(spec, self.engine.eager, mode), spec)
+        except Exception as exc:  # a diagnosis: reported as not run, the case's own failure stays
+            return FastPathCheck(error=f"{type(exc).__name__}: {exc}")
+        return check_fast_path(model, inputs, mode, spec.loss, result.tolerance)
+
     def _run(self, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, *, shared: bool,
              steps: int | None = None) -> tuple[ParityResult, Capture | None]:
         """:func:`run`, and what dynamo captured of the case (None for a backend without dynamo): the
         warm-up's counters of a shared case (compiled once per process), else the counters of this check."""
         __tracebackhide__ = True
-        before = metrics.snapshot()
+        before, plain = metrics.snapshot(), plain_math.entered()
         result = run(self.engine, spec, backend, mode, tol, shared=shared, steps=steps)
+        # whether the references ran with eager's fast paths off (parity.run calls plain_math() around them)
+        self._plain_references = plain_math.entered() > plain
         if backend.dynamo_backend is None:
             return result, None
         if shared:

@@ -26,6 +26,7 @@ from pytest_xla_dynamo.backends import Backend
 from pytest_xla_dynamo.cases import PreparedCase, iter_trace
 from pytest_xla_dynamo.engine import CaseEngine
 from pytest_xla_dynamo.parity.compare import Tolerance, compare_tensor
+from pytest_xla_dynamo.parity.plain_math import plain_math
 
 if TYPE_CHECKING:
     import torch
@@ -132,11 +133,12 @@ def localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: st
 
 def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
               buffers: Sequence[str], patches: Sequence[str]) -> list[str]:
-    key, model, inputs = _start_model(engine, spec, mode, step, patches)
-    fp64_model = copy.deepcopy(model).double()
-    fp64_inputs = tuple(t.double() if t.is_floating_point() else t for t in inputs)
-    ref_out, ref_grads = _Hooked(PreparedCase(key, spec, engine.eager, model, inputs)).run(step)
-    fp64_out, fp64_grads = _Hooked(PreparedCase(key, spec, engine.eager, fp64_model, fp64_inputs)).run(step)
+    with plain_math():  # the references on eager's plain path, as parity's (XLA never takes the fast paths)
+        key, model, inputs = _start_model(engine, spec, mode, step, patches)
+        fp64_model = copy.deepcopy(model).double()
+        fp64_inputs = tuple(t.double() if t.is_floating_point() else t for t in inputs)
+        ref_out, ref_grads = _Hooked(PreparedCase(key, spec, engine.eager, model, inputs)).run(step)
+        fp64_out, fp64_grads = _Hooked(PreparedCase(key, spec, engine.eager, fp64_model, fp64_inputs)).run(step)
     res_key = engine.key(spec, backend, mode, patches)
     res_case = PreparedCase(res_key, spec, backend, model, inputs)
     res_out, res_grads = _Hooked(res_case).run(step)
