@@ -107,6 +107,24 @@ def test_order_full_before_partial_and_affected_before_fixed() -> None:
     assert not m.affected and "back again?" in m.line()
 
 
+def test_entry_matches_only_through_the_tensors_that_distinguish_it() -> None:
+    """A running_var-only failure is the running_var entry's; the entry for running_var plus a step-2 gradient
+    (the built-in pair: biased-running-var:zoo and small-map-step2-drift:zoo) matches only where that gradient
+    diverges too."""
+    builtin = {e.id: e for e in load_file(BUILTIN_FILE)}
+    bn = builtin["local:xla-batchnorm-biased-running-var:zoo"]
+    drift = builtin["local:xla-batchnorm-small-map-step2-drift:zoo"]
+    parity = ("pytest_xla_dynamo.parity.ParityError", "AssertionError", "builtins.AssertionError")
+    message = "fail_accuracy: step 1, buffer layer1.0.bn1.running_var: max abs err 3.3e-04 > atol 1e-04"
+    only_bn = failure(exc_names=parity, message=message, kind="wrong_result",
+                      diverging=("buffer layer1.0.bn1.running_var", "buffer layer2.0.bn1.running_var"))
+    assert [m.entry.id for m in match_failure([drift, bn], only_bn)] == [bn.id]
+    both = failure(exc_names=parity, message=message, kind="wrong_result",
+                   diverging=("buffer layer1.0.bn1.running_var", "grad features.2.conv.0.1.weight"))
+    found = match_failure([drift, bn], both)
+    assert [m.entry.id for m in found] == [drift.id, bn.id] and found[0].full and not found[1].full
+
+
 def _toml_entry(lines: list[str]) -> KnownIssue:
     data = tomllib.loads("\n".join(lines[1:]))
     (raw,) = data["issue"]

@@ -116,7 +116,24 @@ def match_failure(entries: Iterable[KnownIssue], failure: Failure) -> list[Match
         affected = entry.affected()
         match = Match(entry, affected, unexplained, tuple(reasons))
         found.append(((0 if match.full else 1, 0 if affected else 1, order), match))
-    return [m for _, m in sorted(found, key=lambda pair: pair[0])]
+    kept = [(rank, m) for rank, m in found if not _shadowed(m, [other for _, other in found], failure.diverging)]
+    return [m for _, m in sorted(kept, key=lambda pair: pair[0])]
+
+
+def _explained(match: Match, diverging: Sequence[str]) -> set[str]:
+    return set(diverging) - set(match.unexplained)
+
+
+def _shadowed(match: Match, matches: Sequence[Match], diverging: Sequence[str]) -> bool:
+    """An entry explains a failure only through the tensors that distinguish it: one whose globs cover no diverging
+    tensor that a narrower matching entry (fewer globs) does not cover too adds nothing (a running_var-only
+    failure is the running_var entry's, not also that of an entry for running_var plus a step-2 gradient)."""
+    if not match.entry.diverging or not diverging:
+        return False
+    mine = _explained(match, diverging)
+    return any(other is not match and other.entry.diverging
+               and len(other.entry.diverging) < len(match.entry.diverging)
+               and mine <= _explained(other, diverging) for other in matches)
 
 
 def _toml_value(value: Any) -> str:
