@@ -198,7 +198,7 @@ UPDATE_OLD = _expected("m1,trace_once,train,pass,0,1,0,0,false,", "m2,trace_once
 def test_partial_update_keeps_rows_then_gates_green(pytester: pytest.Pytester) -> None:
     _write(pytester, UPDATE_CASES, UPDATE_OLD)
     expected = pytester.path.joinpath("expected.csv")
-    expected.chmod(0o600)  # the update writes an ordinary file whatever the old one was
+    expected.chmod(0o600)  # the update keeps the file's mode (issue 28: it was reset to an ordinary file's)
     update = pytester.runpytest_subprocess("-p", "no:xdist", "--xla-expected=expected.csv", "--xla-update-expected",
                                            "-k", "m1 or m2", "--xla-summary=s.md")
     update.assert_outcomes(passed=2, deselected=1)
@@ -219,7 +219,7 @@ def test_partial_update_keeps_rows_then_gates_green(pytester: pytest.Pytester) -
                                                "m3,trace_once,train,pass,,0,1,0,0,false,",  # not run: kept
                                                "zz,trace_once,infer,pass,,,,,,false,"]) + "\n"
     assert not list(pytester.path.glob(".expected.csv.*"))
-    assert _ordinary(expected) and _ordinary(summary)
+    assert stat.S_IMODE(expected.stat().st_mode) == 0o600 and _ordinary(summary)  # kept; a new file: ordinary
     gate = pytester.runpytest_subprocess("-p", "no:xdist", "--xla-expected=expected.csv")
     gate.assert_outcomes(passed=3)
     assert gate.ret == 0
