@@ -64,6 +64,12 @@ def _case(tmp_path: Path, case: str, shards: list[Path]) -> tuple[list[str], str
         (tmp_path / "afile").write_text("x")
         return [*out, "--update-expected", "--expected", str(tmp_path / "afile" / "e.csv"), *map(str, shards)], \
             f"--expected: cannot write {str(tmp_path / 'afile' / 'e.csv')!r} under --update-expected"
+    if case == "update-expected through a symlink into an unwritable place":  # the link's target is what is written
+        (tmp_path / "afile").write_text("x")
+        (tmp_path / "link.csv").symlink_to(tmp_path / "afile" / "e.csv")
+        return [*out, "--update-expected", "--expected", str(tmp_path / "link.csv"), *map(str, shards)], \
+            f"--expected: cannot write {str(tmp_path / 'link.csv')!r} under --update-expected: " \
+            f"{tmp_path / 'afile'} is not a directory"
     if case == "out is a file":
         (tmp_path / "out").write_text("a file")
         return [*out, *map(str, shards)], \
@@ -109,7 +115,8 @@ def _case(tmp_path: Path, case: str, shards: list[Path]) -> tuple[list[str], str
 
 
 CASES = ["summary is a folder", "summary in an unwritable place", "update-expected into a folder",
-         "expected is a folder", "update-expected in an unwritable place", "out is a file",
+         "expected is a folder", "update-expected in an unwritable place",
+         "update-expected through a symlink into an unwritable place", "out is a file",
          "out in an unwritable place",
          "expected UTF-16", "expected binary", "update-expected of a UTF-16 file", "shard UTF-16", "shard binary",
          "shard field of the wrong type", "shard speedup of the wrong type", "shard folder missing"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_xla_dynamo.config import XlaConfig
-from pytest_xla_dynamo.fileio import atomic_write_text
+from pytest_xla_dynamo.fileio import atomic_write_text, write_target
 
 
 def write_problem(path: Path, *, append: bool = False) -> str:
@@ -24,8 +24,9 @@ def write_problem(path: Path, *, append: bool = False) -> str:
 
     ``append``: the file is appended to in place, so an existing file must itself be writable. Probes
     the nearest existing folder with an unnamed temporary file (so root on a read-only or virtual file
-    system is caught too); nothing is left behind.
+    system is caught too); nothing is left behind. A symlink is judged by its target (what is rewritten).
     """
+    path = write_target(path)
     if path.is_dir():
         return "it is a directory"
     if append and path.exists() and not os.access(path, os.W_OK):
