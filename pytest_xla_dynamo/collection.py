@@ -16,19 +16,11 @@ from collections.abc import Sequence
 import pytest
 
 from pytest_xla_dynamo import devices, zoo
+from pytest_xla_dynamo.activation import XLA_FIXTURES as XLA_FIXTURES  # what makes an XLA test
+from pytest_xla_dynamo.activation import needs_xla as needs_xla
 from pytest_xla_dynamo.config import MODES, TENSOR_MODES
 from pytest_xla_dynamo.markers import item_modes, marker_values
 from pytest_xla_dynamo.session import XlaSession
-
-# Fixtures whose use makes a test an XLA test (skipped without torch_xla, isolated per test).
-XLA_FIXTURES = frozenset({"xla_device", "xla_backend", "tensor_mode", "xla_parity", "xla_graphs", "xla_timing",
-                          "xla_model"})
-
-
-def needs_xla(item: pytest.Item) -> bool:
-    """Whether ``item`` needs torch and torch_xla: the ``xla`` marker or one of :data:`XLA_FIXTURES`."""
-    return item.get_closest_marker("xla") is not None or bool(
-        XLA_FIXTURES.intersection(getattr(item, "fixturenames", ())))
 
 
 def _valid(values: list[str], valid: Sequence[str], aliases: dict[str, str] | None = None) -> list[str]:

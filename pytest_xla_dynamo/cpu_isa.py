@@ -15,12 +15,18 @@ default caps all three at AVX2 (``ONEDNN_MAX_CPU_ISA=AVX2``, ``ATEN_CPU_CAPABILI
 ``XLA_FLAGS=--xla_cpu_max_isa=AVX2``). That removes the instruction set from the verdicts, not every
 difference between machines: timm rexnet_100's ill-conditioned step 2 still differed under the cap.
 
-Each is read once, when its library first dispatches a kernel or the XLA runtime starts, so the plugin
-sets them at configure time, before any test runs torch; xdist workers and isolated children inherit
-them. Where the environment already has one of them with another value, it chose itself: with the default
-nothing is set (the report header says so); an explicit ``--xla-cpu-isa`` that contradicts it is a usage
-error. ``native`` sets nothing (what timing on the machine's fastest kernels wants). Off x86 nothing is
-set. No torch here.
+Each is read once, when its library first dispatches a kernel or the XLA runtime starts. The cap is for
+the plugin's XLA tests: a session that selects none is left on the kernels it would have without the
+plugin. Where collection selected an XLA test, the plugin sets them once collection is over, before any
+test runs, in each process that runs one (an xdist worker, an isolated child; a child inherits them too);
+the line after "collected N items" says what was set. Where the environment already has one of them
+with another value (compared without regard to case), it chose itself: with the default nothing is set
+(that line says so); an explicit ``--xla-cpu-isa`` that contradicts it is a usage error. A cap that comes
+too late (torch already chose its kernels in this process, e.g. a ``conftest.py`` ran a torch op, or the
+XLA runtime is up) is a remark with the default and a usage error when asked for explicitly.
+``native`` sets nothing (what timing on the machine's fastest kernels wants). Off x86 nothing is set.
+:func:`kernel_setting` names what the XLA tests run with, for the reports and the expected-results
+file. No torch here.
 """
 
 from __future__ import annotations
@@ -36,12 +42,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_xla_dynamo.options import OPTIONS_BY_DEST
-from pytest_xla_dynamo.timing.threads import runtime_already_up
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
 
 NATIVE = "native"
+UNCAPPED = "uncapped"  # the kernel setting where none of SETTINGS is set
 DEFAULT_CPU_ISA = "avx2"
 XLA_ISA_FLAG = "--xla_cpu_max_isa"  # an entry of XLA_FLAGS, not a variable of its own
 ISA_VARIABLES: Mapping[str, Mapping[str, str]] = {
@@ -101,7 +107,8 @@ def _set(name: str, value: str, environ: MutableMapping[str, str]) -> None:
 def conflicts(isa: str, environ: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     """``{setting: (wanted, found)}`` for each setting of ``isa`` the environment has with another value."""
     found = {name: (want, current(name, environ)) for name, want in ISA_VARIABLES[isa].items()}
-    return {name: (want, have) for name, (want, have) in found.items() if have is not None and have != want}
+    return {name: (want, have) for name, (want, have) in found.items()
+            if have is not None and have.strip().lower() != want.lower()}
 
 
 def apply_isa(isa: str, *, explicit: bool, label: str = "--xla-cpu-isa",
@@ -129,19 +136,60 @@ def apply_isa(isa: str, *, explicit: bool, label: str = "--xla-cpu-isa",
     return ", ".join(f"{name}={want}" for name, want in ISA_VARIABLES[isa].items())
 
 
+def effective_settings(isa: str | None, environ: Mapping[str, str] | None = None,
+                       machine: str | None = None) -> dict[str, str | None]:
+    """The settings as the session's XLA tests have them: the environment's, with the cap of ``isa`` applied
+    where the plugin applies it (on a copy: the same in the process that applied it, in the xdist controller
+    whose workers did, and before it is applied). ``isa`` None: the environment's only."""
+    env = dict(os.environ if environ is None else environ)
+    if isa is not None:
+        apply_isa(isa, explicit=False, environ=env, machine=machine)
+    return {name: current(name, env) for name in SETTINGS}
+
+
+def kernel_setting(isa: str | None, environ: Mapping[str, str] | None = None, machine: str | None = None) -> str:
+    """The kernel setting of the session's XLA tests as one line (the expected-results file records it):
+    ``ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2, --xla_cpu_max_isa=AVX2``, or ``uncapped``."""
+    settings = effective_settings(isa, environ, machine)
+    return ", ".join(f"{name}={value}" for name, value in settings.items() if value is not None) or UNCAPPED
+
+
+def same_setting(a: str, b: str) -> bool:
+    """Whether two :func:`kernel_setting` lines name the same setting (case and order aside)."""
+    def parts(line: str) -> set[str]:
+        return {p.strip().lower() for p in line.split(",") if p.strip()}
+    return parts(a) == parts(b)
+
+
+def cpu_line(cpu: Mapping[str, Any] | None = None) -> str:
+    """The CPU as one line: its model and its vector flags."""
+    cpu = cpu_description() if cpu is None else cpu
+    return f"{cpu['model']}; {' '.join(cpu['flags']) or 'no vector flags read'}"
+
+
 def isa_environment(isa: str | None) -> dict[str, Any]:
-    """The CPU part of a report's environment: the option, the settings as this process has them, the CPU."""
-    return {"choice": isa, **{name: current(name, os.environ) for name in SETTINGS}, "cpu": cpu_description()}
+    """The CPU part of a report's environment: the option, the settings as the session's XLA tests have them
+    (:func:`effective_settings`), the CPU."""
+    return {"choice": isa, **effective_settings(isa), "cpu": cpu_description()}
 
 
 def too_late(isa: str) -> str:
     """Why the cap cannot hold in this process, if it cannot: torch already dispatched ATen kernels at
     another capability, or the XLA runtime already started (checked without importing torch)."""
+    from pytest_xla_dynamo.timing.threads import runtime_already_up
+
     wanted = ISA_VARIABLES[isa].get("ATEN_CPU_CAPABILITY")
     problems = []
     torch = sys.modules.get("torch")
-    if wanted and torch is not None and current("ATEN_CPU_CAPABILITY", os.environ) == wanted:
-        have = str(torch.backends.cpu.get_cpu_capability()).lower()
+    had = os.environ.get("ATEN_CPU_CAPABILITY")
+    if wanted and torch is not None and (had or wanted).lower() == wanted:
+        if had is None:  # not applied in this process (an xdist controller): what ATen has not chosen yet, it
+            os.environ["ATEN_CPU_CAPABILITY"] = wanted  # would choose as the workers do
+        try:
+            have = str(torch.backends.cpu.get_cpu_capability()).lower()
+        finally:
+            if had is None:
+                os.environ.pop("ATEN_CPU_CAPABILITY", None)
         if have != wanted:
             problems.append(f"torch already chose {have} kernels in this process")
     if wanted and runtime_already_up():
@@ -150,25 +198,62 @@ def too_late(isa: str) -> str:
 
 
 class CpuIsaPlugin:
-    """Sets the session's instruction-set cap at configure time and restores the variables at unconfigure."""
+    """Sets the session's instruction-set cap once collection selected an XLA test (before any test runs)
+    and restores the variables at unconfigure; a session without XLA tests is left as it is."""
 
     def __init__(self, session: XlaSession) -> None:
-        xcfg = session.xcfg
-        self._saved = {var: os.environ.get(var) for var in VARIABLES}
-        source = xcfg.sources.get("xla_cpu_isa", "default")
-        option = replace(OPTIONS_BY_DEST["xla_cpu_isa"], source=source)
-        self.applied = apply_isa(xcfg.cpu_isa, explicit=source != "default", label=option.label)
-        late = too_late(xcfg.cpu_isa)
-        if late:
-            self.applied += f" ({late})"
+        self.session = session
+        self.isa = session.xcfg.cpu_isa
+        source = session.xcfg.sources.get("xla_cpu_isa", "default")
+        self.explicit = source != "default"
+        self.label = replace(OPTIONS_BY_DEST["xla_cpu_isa"], source=source).label
+        self._saved: dict[str, str | None] | None = None
+        self.applied: str | None = None  # what was set, once applied in this process
+        if self.explicit:  # a contradiction with the environment is a usage error at once, XLA tests or not
+            apply_isa(self.isa, explicit=True, label=self.label, environ=dict(os.environ))
+        if self.explicit and getattr(session.config.option, "numprocesses", None) and not session.is_worker:
+            late = too_late(self.isa)  # the controller's conftest ran what each worker's will: say it once here
+            if late:
+                raise self._late_error(late)
 
-    def pytest_report_header(self, config: pytest.Config) -> str:
-        cpu = cpu_description()
-        flags = " ".join(cpu["flags"]) or "no vector flags read"
-        return f"xla-dynamo cpu isa: {self.applied} ({cpu['model']}; {flags})"
+    def apply(self) -> str:
+        """Set the cap now (idempotent): a :class:`pytest.UsageError` where an explicit choice contradicts
+        the environment or comes too late for this process."""
+        if self.applied is None:
+            self._saved = {var: os.environ.get(var) for var in VARIABLES}
+            self.applied = apply_isa(self.isa, explicit=self.explicit, label=self.label)
+            late = too_late(self.isa)
+            if late and self.explicit:
+                raise self._late_error(late)
+            if late:
+                self.applied += f" ({late}; {self.isa} is the default)"
+        return self.applied
+
+    def _late_error(self, late: str) -> pytest.UsageError:
+        return pytest.UsageError(
+            f"{self.label}={self.isa} cannot take effect: {late}, so its XLA tests would run on other "
+            f"kernels than asked. Something ran torch before the tests (a conftest.py or a plugin at "
+            f"import or collection time): move that into a fixture or a test, or pass "
+            f"--xla-cpu-isa=native to run on the kernels torch chose (valid: {', '.join(CPU_ISAS)})")
+
+    @pytest.hookimpl
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.session.runs_xla:
+            self.apply()
+
+    def pytest_report_header(self, config: pytest.Config) -> str | None:
+        """The xdist controller runs no test: it says what its workers set where they run XLA tests."""
+        if not getattr(config.option, "numprocesses", None) or self.session.is_worker:
+            return None
+        return f"xla-dynamo cpu isa: {kernel_setting(self.isa)} ({cpu_line()}) in the workers that run XLA tests"
+
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> str | None:
+        if self.applied is None:
+            return None
+        return f"xla-dynamo cpu isa: {self.applied} ({cpu_line()})"
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        for var, value in self._saved.items():
+        for var, value in (self._saved or {}).items():
             if value is None:
                 os.environ.pop(var, None)
             else:

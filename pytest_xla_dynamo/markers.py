@@ -16,24 +16,10 @@ from typing import Any
 
 import pytest
 
+from pytest_xla_dynamo.activation import MARKERS as _MARKERS
 from pytest_xla_dynamo.config import MODES, POSITIVE_FLOAT, SEED_MAX, TENSOR_MODES, int_range, positive_float
 
-MARKERS = (
-    "xla: the test needs torch and torch_xla (skipped with a reason where they are missing)",
-    "xla_backend(*names): backends for the xla_backend fixture of this test (overrides --xla-backend)",
-    "xla_mode(mode): the test's mode, 'train' or 'infer': backends that do not support it are not "
-    "parametrized",
-    "xla_models(*names): models for the xla_model fixture of this test (overrides --xla-models)",
-    "xla_tensor_mode(*modes): tensor modes for the tensor_mode fixture (overrides --xla-tensor-mode)",
-    "xla_patch(*names): op patches active during this test (adds to --xla-patch)",
-    "xla_tolerance(atol=None, rtol=None, tol=None): parity tolerance for this test",
-    "xla_seed(seed): seed for this test (overrides --xla-seed)",
-    "xla_known_issue(id, **entry): this test reproduces a known issue (strict xfail where affected)",
-    "xla_isolated(timeout=None): run this test in a fresh interpreter (a crash is reported, not fatal); "
-    "timeout: seconds before the child is ended (overrides --xla-isolate-timeout)",
-    "xla_shared_case: the test reuses the plugin's prepared (compiled) models: dynamo is not reset",
-    "xdist_group(name): pytest-xdist's group (the plugin groups each model's tests on one worker)",
-)
+MARKERS = _MARKERS  # declared in activation (imported by every session, dormant or not)
 
 TOLERANCE_VALID = "both atol= and rtol= (finite numbers >= 0), or tol= (a finite number > 0), as keywords"
 SEED_VALID = int_range(0, SEED_MAX)

@@ -149,19 +149,42 @@ OPTIONS: tuple[Option, ...] = (
 OPTIONS_BY_DEST: Mapping[str, Option] = {o.dest: o for o in OPTIONS}
 
 
+def help_texts(opt: Option, help_values: Mapping[str, str]) -> tuple[str, str]:
+    """The help of the option's flag and of its ini key, the lists of valid values filled in."""
+    text = opt.help.format(**help_values)
+    envs = ", ".join(opt.envvars)
+    flag = f"{text} [env {envs}]" if opt.flag else f"{text} (default: {opt.default or 'none'}) [env {envs}]"
+    return flag, f"{text} (--xla-{opt.name})"
+
+
 def add_options(parser: pytest.Parser, help_values: Mapping[str, str]) -> None:
     """Declare every option in one group, each mirrored as an ini key."""
     group = parser.getgroup(GROUP, "dynamo + torch_xla conformance (pytest-xla-dynamo)")
     for opt in OPTIONS:
-        text = opt.help.format(**help_values)
-        envs = ", ".join(opt.envvars)
+        flag_help, ini_help = help_texts(opt, help_values)
         if opt.flag:
             group.addoption(opt.cli, *opt.aliases, action="store_true", default=None, dest=opt.dest,
-                            help=f"{text} [env {envs}]")
+                            help=flag_help)
         else:
             group.addoption(opt.cli, *opt.aliases, action="store", default=None, dest=opt.dest,
-                            metavar=opt.metavar, help=f"{text} (default: {opt.default or 'none'}) [env {envs}]")
-        parser.addini(opt.dest, f"{text} (--xla-{opt.name})", default=None)
+                            metavar=opt.metavar, help=flag_help)
+        parser.addini(opt.dest, ini_help, default=None)
+
+
+def fill_help(config: pytest.Config, help_values: Mapping[str, str]) -> None:
+    """Rewrite the options' help with ``help_values`` before ``--help`` prints it (the values are costly to
+    list, so :func:`add_options` got placeholders). Reaches into pytest's parser; where it is not there,
+    the placeholders stay."""
+    parser = getattr(config, "_parser", None)
+    actions = getattr(getattr(parser, "optparser", None), "_actions", [])
+    inidict = getattr(parser, "_inidict", {})
+    for opt in OPTIONS:
+        flag_help, ini_help = help_texts(opt, help_values)
+        for action in actions:
+            if action.dest == opt.dest:
+                action.help = flag_help
+        if opt.dest in inidict:
+            inidict[opt.dest] = (ini_help, *inidict[opt.dest][1:])
 
 
 def raw_value(config: pytest.Config, opt: Option, environ: Mapping[str, str] | None = None) -> tuple[str, str]:

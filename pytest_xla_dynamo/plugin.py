@@ -15,19 +15,25 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo import backends as _backends
-from pytest_xla_dynamo import collection, devices, hookspecs, markers, options, patches, zoo
-from pytest_xla_dynamo import config as _config
-from pytest_xla_dynamo.cpu_isa import CPU_ISAS
-from pytest_xla_dynamo.session import XdistHooks, XlaSession, get_session, session_key
+from pytest_xla_dynamo import activation, hookspecs, options
 
 if TYPE_CHECKING:
+    from pytest_xla_dynamo import zoo
     from pytest_xla_dynamo.backends import Backend
+    from pytest_xla_dynamo.config import XlaConfig
     from pytest_xla_dynamo.graphs.check import GraphCheck
     from pytest_xla_dynamo.parity import XlaParity
+    from pytest_xla_dynamo.patches import PatchController
+    from pytest_xla_dynamo.session import XlaSession
     from pytest_xla_dynamo.snippets import Snippets
     from pytest_xla_dynamo.tensor_modes import TensorMode
     from pytest_xla_dynamo.timing.check import XlaTiming
+
+#: the option help's lists of valid values until ``--help`` asks for them (computing them imports the zoo
+#: and scans the installed packages' entry points: too much for every pytest session of the venv)
+LISTED_BY_HELP = "(listed by pytest --help)"
+HELP_VALUES = ("backends", "patches", "collections", "cpu_isas")
+_late_key = pytest.StashKey[bool]()  # the plugin activated during collection: its header lines come after it
 
 
 # --- options and configuration ---------------------------------------------------------------------
@@ -38,18 +44,41 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    registry = _backends.default_registry()
-    options.add_options(parser, {"backends": ", ".join(registry.names()),
-                                 "patches": ", ".join(patches.patch_names()),
-                                 "collections": ", ".join(zoo.collection_names()),
-                                 "cpu_isas": ", ".join(CPU_ISAS)})
+    options.add_options(parser, dict.fromkeys(HELP_VALUES, LISTED_BY_HELP))
+
+
+def _help_values() -> dict[str, str]:
+    from pytest_xla_dynamo import backends, patches, zoo
+    from pytest_xla_dynamo.cpu_isa import CPU_ISAS
+
+    return {"backends": ", ".join(backends.default_registry().names()),
+            "patches": ", ".join(patches.patch_names()), "collections": ", ".join(zoo.collection_names()),
+            "cpu_isas": ", ".join(CPU_ISAS)}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``--help``: the options' lists of valid values, filled in now (see :data:`LISTED_BY_HELP`)."""
+    if config.option.help:
+        options.fill_help(config, _help_values())
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    devices.default_pjrt_device()
-    devices.quiet_torch_trace()
-    markers.register(config)
+    for line in activation.MARKERS:  # markers.register, without importing what validates them
+        config.addinivalue_line("markers", line)
+    if activation.eager_reason(config) is not None:
+        _activate(config)
+
+
+def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
+    """Turn the plugin on (see :mod:`~pytest_xla_dynamo.activation`): resolve the options into the session
+    object and register it and the concern plugins. Sets no environment variable and imports no torch."""
+    from pytest_xla_dynamo import backends as _backends
+    from pytest_xla_dynamo import config as _config
+    from pytest_xla_dynamo import patches, zoo
+    from pytest_xla_dynamo.session import XdistHooks, XlaSession, session_key
+
     registry = _backends.default_registry()
     config.hook.pytest_xla_register_backends(registry=registry)
     config.hook.pytest_xla_register_models(register=zoo.register_model)
@@ -68,6 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 alias=alias, name=registry.aliases[alias])), stacklevel=2)
     session = XlaSession(config, xcfg, registry)
     config.stash[session_key] = session
+    config.stash[activation.ACTIVE_KEY] = True
+    config.stash[_late_key] = late
     manager = config.pluginmanager
     manager.register(session, "xla_dynamo_session")
     if manager.hasplugin("xdist"):
@@ -89,6 +120,17 @@ def pytest_configure(config: pytest.Config) -> None:
                           ("isolation", IsolationPlugin), ("sharding", ShardingPlugin),
                           ("report", ReportPlugin), ("gating", GatingPlugin)):
         manager.register(factory(session), f"xla_dynamo_{name}")
+    return session
+
+
+def _active(config: pytest.Config) -> bool:
+    return config.stash.get(activation.ACTIVE_KEY, False)
+
+
+def get_session(config: pytest.Config) -> XlaSession:
+    from pytest_xla_dynamo.session import get_session as _get_session
+
+    return _get_session(config)
 
 
 def _use_loadgroup(config: pytest.Config) -> None:
@@ -98,25 +140,61 @@ def _use_loadgroup(config: pytest.Config) -> None:
         config.option.dist = "loadgroup"
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
+def _header_line(config: pytest.Config) -> str:
     from pytest_xla_dynamo.versions import installed_versions
 
     xcfg = get_session(config).xcfg
     versions = "; ".join(f"{d} {v or 'not installed'}" for d, v in installed_versions().items())
-    return [f"xla-dynamo: backends={','.join(xcfg.backends)} tier={xcfg.tier} seed={xcfg.seed} "
-            f"PJRT_DEVICE={os.environ.get('PJRT_DEVICE', '')} ({versions})"]
+    device = os.environ.get("PJRT_DEVICE") or "CPU (the default)"
+    return (f"xla-dynamo: backends={','.join(xcfg.backends)} tier={xcfg.tier} seed={xcfg.seed} "
+            f"PJRT_DEVICE={device} ({versions})")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [_header_line(config)] if _active(config) else []  # a dormant plugin says nothing
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    """A plugin activated during collection, where the session runs XLA tests: the header lines it and its
+    concern plugins would have shown."""
+    if not (_active(config) and config.stash.get(_late_key, False) and get_session(config).runs_xla):
+        return []  # nothing of the plugin was selected: nothing to say
+    lines = [_header_line(config)]
+    for name in ("cpu_isa", "threads", "known_issues", "triage", "isolation", "sharding", "report", "gating"):
+        plugin = config.pluginmanager.get_plugin(f"xla_dynamo_{name}")
+        header = getattr(plugin, "pytest_report_header", None)
+        found = header(config=config) if header is not None else None
+        lines += [found] if isinstance(found, str) else list(found or [])
+    return lines
 
 
 # --- collection ---------------------------------------------------------------------------------------
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if not activation.uses_parametrized_fixtures(metafunc.fixturenames):
+        return
+    if not _active(metafunc.config):
+        _activate(metafunc.config, late=True)
+    from pytest_xla_dynamo import collection
+
     collection.parametrize(get_session(metafunc.config), metafunc)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A dormant plugin activates at the first collected test that uses it (before any collection hook of
+    the concern plugins runs)."""
+    if not _active(item.config) and activation.uses_plugin(item):
+        _activate(item.config, late=True)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
+    if not _active(config):
+        return
+    from pytest_xla_dynamo import collection, markers
+
     xsession = get_session(config)
     registry = xsession.backends
     errors: list[str] = []
@@ -127,23 +205,45 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     collection.arrange(xsession, items)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Where the session's selected tests need XLA, the process-wide effects start here, before any test
+    runs (and never during collection): ``PJRT_DEVICE`` defaults to ``CPU``, torch's structured-trace
+    records stay out of captured logs; the concern plugins follow (the CPU instruction-set cap: see
+    :mod:`~pytest_xla_dynamo.cpu_isa`). A session without XLA tests is left as it is."""
+    if not _active(session.config):
+        return
+    xsession = get_session(session.config)
+    xsession.runs_xla = any(activation.needs_xla(item) for item in session.items)
+    if xsession.runs_xla:
+        from pytest_xla_dynamo import devices
+
+        devices.default_pjrt_device()
+        devices.quiet_torch_trace()
+
+
 # --- the runtime and per-test state -------------------------------------------------------------------
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Bring the XLA runtime up before the first test that may run torch (pytorch/xla#4174: a CPU
-    backward before the runtime is up breaks every later XLA backward), where torch_xla is installed.
+    backward before the runtime is up breaks every later XLA backward), where torch_xla is installed,
+    in a session that runs XLA tests.
 
     "May run torch": torch is already imported (by a test module, a conftest or a fixture) or the test
-    uses the plugin's XLA fixtures. A session that never imports torch never pays for the runtime.
-    A bring-up that failed once is not retried: later XLA tests skip with its reason.
+    uses the plugin's XLA fixtures. A session without XLA tests, or that never imports torch, never pays
+    for the runtime. A bring-up that failed once is not retried: later XLA tests skip with its reason.
     """
+    if not _active(item.config) or not get_session(item.config).runs_xla:
+        return
+    from pytest_xla_dynamo import devices
+
     reason = devices.bringup_failure()
-    if reason is not None and collection.needs_xla(item):
+    if reason is not None and activation.needs_xla(item):
         pytest.skip(reason)
     if (devices.xla_available() and not devices.runtime_up() and item.get_closest_marker("skip") is None
-            and ("torch" in sys.modules or collection.needs_xla(item))):
+            and ("torch" in sys.modules or activation.needs_xla(item))):
         devices.ensure_runtime()
 
 
@@ -151,7 +251,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def _xla_isolation(request: pytest.FixtureRequest) -> Iterator[None]:
     """Each XLA test starts from a known state and leaves global state as it found it."""
     item = request.node
-    if not isinstance(item, pytest.Item) or not collection.needs_xla(item) or not devices.xla_available():
+    if not isinstance(item, pytest.Item) or not activation.needs_xla(item):
+        yield
+        return
+    from pytest_xla_dynamo import devices, markers
+
+    if not devices.xla_available():
         yield
         return
     from pytest_xla_dynamo import state
@@ -164,7 +269,13 @@ def _xla_isolation(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _xla_active_patches(request: pytest.FixtureRequest) -> Iterator[list[str]]:
     """Patches from ``--xla-patch`` / ``REPLACE_MAXPOOL`` and ``@pytest.mark.xla_patch``, undone after
-    (a test that asks for patches skips where torch is missing; other tests are left alone)."""
+    (a test that asks for patches skips where torch is missing; other tests are left alone). A dormant
+    plugin has none."""
+    if not _active(request.config):
+        yield []
+        return
+    from pytest_xla_dynamo import patches
+
     with patches.for_test(_item(request), get_session(request.config).xcfg.patches) as active:
         yield active
 
@@ -173,6 +284,8 @@ def _xla_active_patches(request: pytest.FixtureRequest) -> Iterator[list[str]]:
 
 
 def _skip_without(*extra: str) -> None:
+    from pytest_xla_dynamo import devices
+
     reason = devices.skip_reason(extra)
     if reason:
         pytest.skip(reason)
@@ -185,7 +298,7 @@ def _item(request: pytest.FixtureRequest) -> pytest.Item:
 
 
 @pytest.fixture(scope="session")
-def xla_config_obj(request: pytest.FixtureRequest) -> _config.XlaConfig:
+def xla_config_obj(request: pytest.FixtureRequest) -> XlaConfig:
     """The session's resolved options (:class:`pytest_xla_dynamo.config.XlaConfig`)."""
     return get_session(request.config).xcfg
 
@@ -194,6 +307,8 @@ def xla_config_obj(request: pytest.FixtureRequest) -> _config.XlaConfig:
 def xla_device() -> Any:
     """This process's XLA device (``torch_xla.device()``); each xdist worker has its own."""
     _skip_without()
+    from pytest_xla_dynamo import devices
+
     return devices.ensure_runtime()
 
 
@@ -215,6 +330,8 @@ def tensor_mode(request: pytest.FixtureRequest) -> TensorMode:
 @pytest.fixture
 def xla_model(request: pytest.FixtureRequest) -> zoo.ModelSpec:
     """The model spec under test, parametrized from ``--xla-models`` (ids: the model name)."""
+    from pytest_xla_dynamo import zoo
+
     spec = zoo.get_model(request.param)
     missing = spec.missing_requirements()
     if missing:
@@ -223,10 +340,12 @@ def xla_model(request: pytest.FixtureRequest) -> zoo.ModelSpec:
 
 
 @pytest.fixture
-def xla_patches(_xla_active_patches: list[str]) -> Iterator[patches.PatchController]:
+def xla_patches(_xla_active_patches: list[str]) -> Iterator[PatchController]:
     """Patch control for a test: ``xla_patches.apply("maxpool_to_avgpool", model=m)`` as a context
     manager, ``xla_patches.patch_model(m)`` to apply the active patches to a model built earlier."""
-    controller = patches.PatchController(_xla_active_patches)
+    from pytest_xla_dynamo.patches import PatchController
+
+    controller = PatchController(_xla_active_patches)
     yield controller
     controller.close()
 
@@ -236,6 +355,7 @@ def xla_parity(request: pytest.FixtureRequest) -> XlaParity:
     """Parity against eager: ``xla_parity.check_case(spec, backend)`` for zoo cases (mode from the
     ``xla_mode`` marker), ``xla_parity.training(model_factory, inputs)`` / ``.inference(...)`` for yours."""
     _skip_without()
+    from pytest_xla_dynamo import markers
     from pytest_xla_dynamo.parity import XlaParity
 
     item = _item(request)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_xla_dynamo import launch
+from pytest_xla_dynamo.activation import CHILD_ENV as _CHILD_ENV
 from pytest_xla_dynamo.backends import BackendRegistry
 from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.records import CaseRecord, RecordStore
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 #: ``config.workeroutput`` key of the one dict a worker sends: ``{"records": [...], "shard": [n, of]}``
 WORKEROUTPUT_KEY = "xla_dynamo"
 #: the environment variable that makes a session an isolated test's child (its value: the report file)
-CHILD_ENV = "PYTEST_XLA_ISOLATED_CHILD"
+CHILD_ENV = _CHILD_ENV
 #: the user property under which a record travels with its test report
 RECORD_PROPERTY = "xla_{suite}"
 _RECORD_PREFIX = RECORD_PROPERTY.split("{", 1)[0]
@@ -58,6 +59,7 @@ class XlaSession:
         self.dead_workers: list[str] = []  # controller: workers that died before their end
         self.snapshot_cleanup_off = False  # controller: syrupy's unused-snapshot cleanup switched off (a dead worker)
         self.shard_counts: tuple[int, int] | None = None  # (selected, collected) under --xla-shard
+        self.runs_xla = False  # collection selected a test that needs XLA (set at pytest_collection_finish)
         self.unchecked_snapshots: set[str] = set()  # graph snapshots of cases that failed before comparing
         self._engine: CaseEngine | None = None
 
