@@ -166,6 +166,8 @@ def _keywords(marker: Any) -> str:
     if not marker.kwargs:
         return ""
     shown = ", ".join(f"{k}={v!r}" for k, v in marker.kwargs.items())
+    if marker.name == "xla_mode":
+        return f"{shown} (a keyword argument; the mode is positional: @pytest.mark.xla_mode('train'))"
     return f"{shown} (a keyword argument; the names are positional: @pytest.mark.{marker.name}('a', 'b'))"
 
 

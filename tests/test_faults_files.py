@@ -226,10 +226,21 @@ def test_plain():
     print("PJRT_DEVICE", repr(os.environ.get("PJRT_DEVICE")))
 """
 
+#: an XLA test: where one is selected the plugin sets PJRT_DEVICE's default (a plain session is left alone)
+DEVICE = """
+import os
+
+import pytest
+
+@pytest.mark.xla
+def test_device():
+    print("PJRT_DEVICE", repr(os.environ.get("PJRT_DEVICE")))
+"""
+
 
 def test_bad_files_in_sessions(pytester: pytest.Pytester) -> None:
     """Each bad file of a session: exit 4 before any test, the file named, no traceback, the file untouched."""
-    pytester.makepyfile(test_plain=PLAIN)
+    pytester.makepyfile(test_plain=PLAIN, test_device=DEVICE)
     path = pytester.path
     (path / "utf16.csv").write_text(f"{HEADER}\n{ROW}\n", encoding="utf-16")
     (path / "binary.csv").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff")
@@ -250,7 +261,7 @@ def test_bad_files_in_sessions(pytester: pytest.Pytester) -> None:
         (["--xla-known-issues-file=folder.toml"], "--xla-known-issues-file: 'folder.toml' is a directory; valid: "
                                                   "a TOML file"),
     ]
-    good = [(["--xla-expected=bom.csv"], {}), ([], {"PJRT_DEVICE": ""})]
+    good = [(["--xla-expected=bom.csv", "test_plain.py"], {}), (["test_device.py"], {"PJRT_DEVICE": ""})]
     results = run_sessions(path, [{"args": args, "env": {}} for args, _ in cases]
                            + [{"args": args, "env": env} for args, env in good])
     for (args, message), result in zip(cases, results, strict=False):

@@ -117,8 +117,8 @@ def test_marker_keywords_and_two_modes() -> None:
         f"{prefix}xla_models: invalid value models='resnet18' (a keyword argument; the names are positional: "
         f"@pytest.mark.xla_models('a', 'b')); valid: {cfg.listing(MODELS)}"]
     assert _marker_errors(pytest.mark.xla_mode(mode="train")) == [
-        f"{prefix}xla_mode: invalid value mode='train' (a keyword argument; the names are positional: "
-        "@pytest.mark.xla_mode('a', 'b')); valid: train, infer"]
+        f"{prefix}xla_mode: invalid value mode='train' (a keyword argument; the mode is positional: "
+        "@pytest.mark.xla_mode('train')); valid: train, infer"]
     assert _marker_errors(pytest.mark.xla_patch(name="maxpool_to_avgpool")) == [
         f"{prefix}xla_patch: invalid value name='maxpool_to_avgpool' (a keyword argument; the names are positional: "
         "@pytest.mark.xla_patch('a', 'b')); valid: maxpool_to_avgpool"]
