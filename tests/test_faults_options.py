@@ -190,9 +190,9 @@ def test_bad_options_and_markers_in_sessions(pytester: pytest.Pytester) -> None:
         assert "Traceback" not in output and "INTERNALERROR" not in output, (what, output[-3000:])
         assert max(len(line) for line in result["err"].splitlines()) <= 200, what  # was one 1,600-character line
     pytester.makepyfile(test_bad_markers=BAD_MARKERS)
-    result = pytester.runpytest_subprocess("test_bad_markers.py", "-p", "no:cacheprovider")
-    out, err = result.stdout.str(), result.stderr.str()
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:] + err[-3000:]
+    session = pytester.runpytest_subprocess("test_bad_markers.py", "-p", "no:cacheprovider")
+    out, err = session.stdout.str(), session.stderr.str()
+    assert session.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:] + err[-3000:]
     for line in [
         "test_bad_markers.py::test_two_modes: @pytest.mark.xla_mode: invalid value 'train', 'infer'; valid: one of "
         "train, infer",
@@ -203,9 +203,9 @@ def test_bad_options_and_markers_in_sessions(pytester: pytest.Pytester) -> None:
     assert "invalid value (none)" not in err
     assert "passed" not in out and "Traceback" not in out + err and "INTERNALERROR" not in out + err
     pytester.makepyfile(test_bad_markers=BAD_KNOWN_ISSUE_MARKERS)
-    result = pytester.runpytest_subprocess("test_bad_markers.py", "-p", "no:cacheprovider")
-    out, err = result.stdout.str(), result.stderr.str()
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:] + err[-3000:]
+    session = pytester.runpytest_subprocess("test_bad_markers.py", "-p", "no:cacheprovider")
+    out, err = session.stdout.str(), session.stderr.str()
+    assert session.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:] + err[-3000:]
     # known-issue marker errors name the test (once for a parametrized test), not "marker:"
     assert ("test_bad_markers.py::test_known_issue_marker: @pytest.mark.xla_known_issue('local:bad-signal'): "
             "signal='SIGFOO' is not a signal name; valid: ") in err, err
