@@ -15,7 +15,9 @@ from pytest_xla_dynamo.gating.expected import (
     ExpectedFileError,
     format_expected,
     parse_expected,
+    parse_metadata,
     read_expected,
+    read_metadata,
     write_expected,
 )
 
@@ -74,3 +76,36 @@ def test_parse_accepts_short_rows_and_blank_lines() -> None:
 def test_parse_errors_name_the_problem(text: str, message: str) -> None:
     with pytest.raises(ExpectedFileError, match=re.escape(message)):
         parse_expected(text, "f.csv")
+
+
+KERNELS = "ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2, --xla_cpu_max_isa=AVX2"
+
+
+def test_the_file_records_its_kernel_setting_and_cpu(tmp_path: Path) -> None:
+    path = tmp_path / "expected.csv"
+    meta = {"kernels": KERNELS, "cpu": "AMD EPYC 7B13; avx avx2 fma avx512f"}
+    write_expected(path, sample_rows(), meta)
+    text = path.read_text()
+    assert text.splitlines()[:3] == [f"# kernels: {KERNELS}", "# cpu: AMD EPYC 7B13; avx avx2 fma avx512f", HEADER]
+    assert read_expected(path) == {r.key: r for r in sample_rows()}  # the rows read as without metadata
+    assert read_metadata(path) == meta and parse_metadata(text) == meta
+    assert format_expected(sample_rows(), meta) == text
+    # rewritten without saying: the file keeps its metadata; with other metadata: the file says that
+    write_expected(path, sample_rows()[:1])
+    assert read_metadata(path) == meta and len(read_expected(path)) == 1
+    write_expected(path, sample_rows(), {"kernels": "uncapped"})
+    assert read_metadata(path) == {"kernels": "uncapped"}
+    # one line per value, whatever it holds
+    assert format_expected([], {"cpu": "a\nb"}) == f"# cpu: a b\n{HEADER}\n"
+
+
+def test_files_without_metadata_read_as_before_and_errors_count_the_metadata_lines(tmp_path: Path) -> None:
+    assert parse_metadata(f"{HEADER}\nm,b,train,pass\n") == {}
+    assert read_metadata(tmp_path / "missing.csv") == {} and read_metadata(tmp_path) == {}
+    # comment lines of another form are comments; keys are read without regard to case
+    assert parse_metadata(f"# a comment\n# Kernels: uncapped\n{HEADER}\n") == {"kernels": "uncapped"}
+    with pytest.raises(ExpectedFileError, match=re.escape("f.csv:4: column status: invalid value 'passed'")):
+        parse_expected(f"# kernels: {KERNELS}\n# cpu: x\n{HEADER}\nm,b,train,passed\n", "f.csv")
+    # a spreadsheet's BOM before the metadata
+    assert parse_metadata(f"\ufeff# kernels: uncapped\n{HEADER}\n") == {"kernels": "uncapped"}
+    assert list(parse_expected(f"\ufeff# kernels: uncapped\n{HEADER}\nm,b,train,pass\n")) == [("m", "b", "train")]

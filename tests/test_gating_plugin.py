@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from sample_data import umask
 
+from pytest_xla_dynamo import cpu_isa
 from pytest_xla_dynamo.gating.expected import COLUMNS
 
 pytest_plugins = ["pytester"]
@@ -72,6 +73,11 @@ def _write(pytester: pytest.Pytester, cases: list[dict[str, Any]], expected: str
     pytester.makepyfile(test_records=RECORDING_TESTS.format(cases=cases))
     if expected is not None:
         pytester.path.joinpath("expected.csv").write_text(expected)
+
+
+def _metadata_lines(isa: str = "avx2") -> list[str]:
+    """The metadata lines an update by a session of ``--xla-cpu-isa=isa`` writes (its environment is ours)."""
+    return [f"# kernels: {cpu_isa.kernel_setting(isa)}", f"# cpu: {cpu_isa.cpu_line()}"]
 
 
 def _ordinary(path: Path) -> bool:
@@ -214,7 +220,9 @@ def test_partial_update_keeps_rows_then_gates_green(pytester: pytest.Pytester) -
     assert summary.read_text().startswith("## ✅ xla-dynamo: PASSED\n")  # the tests passed; updating does not gate
     assert "updated 2 rows, kept 2 rows not run in this session" in summary.read_text()
     assert "Not gating" in summary.read_text()
-    assert expected.read_text() == "\n".join([HEADER, "m1,trace_once,train,fail_accuracy,pass,1,2,0,0,false,",
+    # the file now opens with the kernel setting and the CPU of this run (issue 28), then its rows
+    assert expected.read_text() == "\n".join([*_metadata_lines(), HEADER,
+                                               "m1,trace_once,train,fail_accuracy,pass,1,2,0,0,false,",
                                                "m2,trace_once,train,pass,,0,1,0,0,true,issue-7",
                                                "m3,trace_once,train,pass,,0,1,0,0,false,",  # not run: kept
                                                "zz,trace_once,infer,pass,,,,,,false,"]) + "\n"
@@ -339,3 +347,52 @@ def test_a_dead_workers_records_reach_the_report(pytester: pytest.Pytester) -> N
     assert result.stdout.str().count("node down") == 1  # the crashing test ran once: one worker died
     records = [json.loads(line) for line in (pytester.path / "out" / "xla-dynamo.jsonl").read_text().splitlines()]
     assert sorted((r["name"], r["status"]) for r in records) == [("m_after", "pass"), ("m_kept", "pass")]
+
+
+KERNEL_CASES = [_case("m1", _parity("pass")), _case("m2", _parity("fail_accuracy"))]
+KERNEL_ROWS = ("m1,trace_once,train,pass,,,,,false,", "m2,trace_once,train,pass,,,,,false,")
+OTHER_KERNELS = "ONEDNN_MAX_CPU_ISA=AVX512_CORE, ATEN_CPU_CAPABILITY=avx512, --xla_cpu_max_isa=AVX512"
+
+
+def test_a_run_under_another_kernel_setting_is_told_so_before_the_verdict(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "XLA_FLAGS", "PYTEST_XLA_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    recorded = f"# kernels: {OTHER_KERNELS}\n# cpu: Some CPU; avx avx2 avx512f\n"
+    _write(pytester, KERNEL_CASES, recorded + _expected(*KERNEL_ROWS))
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "--xla-expected=expected.csv", "--xla-summary=s.md")
+    assert result.ret == 1, result.stdout.str()
+    warning = (f"xla-dynamo gate: WARNING: expected.csv was recorded with kernels {OTHER_KERNELS} (CPU: Some CPU; "
+               f"avx avx2 avx512f); this run's XLA tests use {cpu_isa.kernel_setting('avx2')} (--xla-cpu-isa=avx2; "
+               f"CPU: {cpu_isa.cpu_line()}): results can differ for that reason alone, so the comparison is not "
+               "like with like (pass the file's setting, or record a file for this one)")
+    lines = result.stdout.lines
+    assert f"xla-dynamo gate: gating against expected.csv (2 rows, recorded with kernels {OTHER_KERNELS})" in lines
+    # in the header, and first in the gate's section, before the cases and the verdict
+    assert lines.count(warning) == 2, result.stdout.str()
+    section = lines.index(next(line for line in lines if "xla-dynamo gate ===" in line))
+    assert next(line for line in lines[section + 1:] if line) == warning
+    verdict = lines.index(next(line for line in lines if "xla-dynamo gate FAILED" in line))
+    assert verdict > section + 1
+    summary = pytester.path.joinpath("s.md").read_text().splitlines()
+    assert summary[0].startswith("## ❌ xla-dynamo: FAILED")
+    assert summary[2] == f"> **{warning.removeprefix('xla-dynamo gate: ')}**"  # under the headline
+    # the same file under its own setting: no warning, the same verdict
+    monkeypatch.setenv("PYTEST_XLA_CPU_ISA", "avx512")
+    same = pytester.runpytest_subprocess("-p", "no:xdist", "--xla-expected=expected.csv")
+    assert same.ret == 1 and "WARNING" not in same.stdout.str(), same.stdout.str()
+    same.stdout.fnmatch_lines(["*xla-dynamo gate FAILED: 1 regression (exit status 1)"])
+    # an update rewrites the file's setting to this run's, and says that the rows it kept were not
+    monkeypatch.delenv("PYTEST_XLA_CPU_ISA")
+    update = pytester.runpytest_subprocess("-p", "no:xdist", "--xla-expected=expected.csv", "--xla-update-expected",
+                                           "-k", "m1")
+    assert update.ret == 0, update.stdout.str()
+    update.stdout.fnmatch_lines([
+        "xla-dynamo: updated 1 rows, kept 1 rows not run in this session (0 new) in expected.csv; WARNING: the 1 rows "
+        f"kept were recorded with kernels {OTHER_KERNELS}, the file now says {cpu_isa.kernel_setting('avx2')}: rerun "
+        "them under this setting"])
+    assert pytester.path.joinpath("expected.csv").read_text().splitlines()[:2] == _metadata_lines()
+    # a file without metadata (written before issue 28) reads as before, and nothing is claimed about it
+    _write(pytester, KERNEL_CASES, _expected(*KERNEL_ROWS))
+    old = pytester.runpytest_subprocess("-p", "no:xdist", "--xla-expected=expected.csv")
+    assert old.ret == 1 and "WARNING" not in old.stdout.str() and "recorded with" not in old.stdout.str()

@@ -3,13 +3,17 @@
 In the spirit of pytorch's ``benchmarks/dynamo/ci_expected_accuracy/*.csv``: columns :data:`COLUMNS`,
 rows sorted by case key, so that an updated file diffs cleanly. Written atomically with ordinary
 permissions (:mod:`pytest_xla_dynamo.fileio`).
+
+A file may open with ``# key: value`` comment lines, its metadata (:data:`METADATA_KEYS`): the kernel setting
+its rows were recorded with (``kernels``, :func:`pytest_xla_dynamo.cpu_isa.kernel_setting`) and the CPU
+(``cpu``), so that a gate run under another setting is told so. Files without them read as before.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +22,7 @@ from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.options import BOOL_VALID, parse_bool
 from pytest_xla_dynamo.records import STATUSES
 
+METADATA_KEYS = ("kernels", "cpu")  # what a file written by the gate records about its rows (see the docstring)
 COLUMNS = ("name", "backend", "mode", "status", "graph_status", "graph_breaks", "unique_graphs", "fallbacks",
            "recompiles", "flaky", "known_issue")
 GRAPH_FIELDS = ("graph_breaks", "unique_graphs", "fallbacks", "recompiles")
@@ -100,7 +105,8 @@ def parse_expected(text: str, source: str = "<expected>") -> dict[Key, CaseRow]:
     unknown columns are ignored; pytorch's ``accuracy`` column is read as ``status``. A row with more
     cells than the header has columns is an error.
     """
-    reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")), restkey=_EXTRA)  # a spreadsheet's BOM
+    skipped, text = _skip_metadata(text.removeprefix("\ufeff"))  # a spreadsheet's BOM
+    reader = csv.DictReader(io.StringIO(text), restkey=_EXTRA)
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [c for c in KEY_COLUMNS if c not in header]
     if missing:
@@ -109,7 +115,7 @@ def parse_expected(text: str, source: str = "<expected>") -> dict[Key, CaseRow]:
     status_column = "status" if "status" in header or "accuracy" not in header else "accuracy"
     rows: dict[Key, CaseRow] = {}
     for raw in reader:
-        where = f"{source}:{reader.line_num}"
+        where = f"{source}:{reader.line_num + skipped}"
         extra = raw.pop(_EXTRA, None)
         if extra:
             raise ExpectedFileError(f"{where}: {len(header) + len(extra)} cells, but the header has {len(header)} "
@@ -149,9 +155,38 @@ def read_expected(path: Path) -> dict[Key, CaseRow]:
     return parse_expected(text, str(path))
 
 
-def format_expected(rows: Iterable[CaseRow]) -> str:
-    """The CSV text of ``rows``: header :data:`COLUMNS`, one row per case, sorted by case key."""
+def _skip_metadata(text: str) -> tuple[int, str]:
+    """The number of leading comment lines of ``text`` (its metadata) and the CSV text after them."""
+    lines = text.splitlines(keepends=True)
+    skipped = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    return skipped, "".join(lines[skipped:])
+
+
+def parse_metadata(text: str) -> dict[str, str]:
+    """The ``# key: value`` lines that open an expected file (lines of another form are comments)."""
+    skipped, _ = _skip_metadata(text.removeprefix("\ufeff"))
+    found: dict[str, str] = {}
+    for line in text.removeprefix("\ufeff").splitlines()[:skipped]:
+        key, sep, value = line[1:].partition(":")
+        if sep and key.strip():
+            found[key.strip().lower()] = value.strip()
+    return found
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The metadata of an expected file (:func:`parse_metadata`); a missing or unreadable file has none."""
+    try:
+        return parse_metadata(read_text(path)) if path.is_file() else {}
+    except (TextFileError, OSError):
+        return {}  # read_expected says what is wrong with it
+
+
+def format_expected(rows: Iterable[CaseRow], metadata: Mapping[str, str] | None = None) -> str:
+    """The CSV text of ``rows``: the ``metadata`` lines, header :data:`COLUMNS`, one row per case, sorted by
+    case key."""
     out = io.StringIO()
+    for key, value in (metadata or {}).items():
+        out.write(f"# {key}: {' '.join(str(value).split())}\n")
     writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
     writer.writeheader()
     for row in sorted(rows, key=lambda r: r.key):
@@ -159,6 +194,7 @@ def format_expected(rows: Iterable[CaseRow]) -> str:
     return out.getvalue()
 
 
-def write_expected(path: Path, rows: Iterable[CaseRow]) -> None:
-    """Write the expected-results file atomically (readers never see a half-written file)."""
-    atomic_write_text(path, format_expected(rows))
+def write_expected(path: Path, rows: Iterable[CaseRow], metadata: Mapping[str, str] | None = None) -> None:
+    """Write the expected-results file atomically (readers never see a half-written file), with ``metadata``
+    (None: the file's own, kept)."""
+    atomic_write_text(path, format_expected(rows, read_metadata(path) if metadata is None else metadata))

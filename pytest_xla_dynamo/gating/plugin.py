@@ -6,6 +6,10 @@ not an xdist worker, not an isolated child) compares the merged records, fails t
 regression, rewrites the expected file under ``--xla-update-expected``, and writes the JUnit
 properties, the Markdown summary and the terminal section. A session that did not finish
 (interrupted, internal or usage error) or ``--collect-only`` rewrites nothing and claims no verdict.
+
+The expected file records the kernel setting and the CPU its rows were recorded with (its metadata lines);
+a run whose XLA tests use another kernel setting is told so in the header, at the top of the gate's
+terminal section and of the summary, before any verdict; ``--xla-update-expected`` records this run's.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.gating.expected import CaseRow, ExpectedFileError, read_expected, write_expected
+from pytest_xla_dynamo.cpu_isa import cpu_line, kernel_setting, same_setting
+from pytest_xla_dynamo.gating.expected import CaseRow, ExpectedFileError, read_expected, read_metadata, write_expected
 from pytest_xla_dynamo.gating.labels import GATE_FAILED_EXIT, UNFINISHED_EXITS, Key
 from pytest_xla_dynamo.gating.paths import check_paths, write_summary
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines, verdict_line
@@ -43,12 +48,16 @@ class GatingPlugin:
         self.update_line = ""
         self.summary_line = ""
         self.unfinished = ""  # why the session's end is not judged ("" when it is)
+        # what this run's XLA tests run with (the same in every process of the session) and what the file says
+        self.run_metadata = {"kernels": kernel_setting(xcfg.cpu_isa), "cpu": cpu_line()}
+        self.expected_metadata: dict[str, str] = {}
         if not session.reports_here:
             return
         check_paths(xcfg)
         try:
             if xcfg.expected is not None:
                 self.expected = read_expected(xcfg.expected)
+                self.expected_metadata = read_metadata(xcfg.expected)
             if xcfg.min_speedup_ratio is not None and xcfg.timing_baseline is not None:
                 self.baseline = read_timing_baseline(xcfg.timing_baseline)
         except (ExpectedFileError, OSError) as err:
@@ -62,6 +71,19 @@ class GatingPlugin:
                                               or (x.min_speedup_ratio is not None and x.timing_baseline is not None))
 
     @property
+    def kernel_note(self) -> str:
+        """Where the expected file was recorded with another kernel setting than this run's: the line that says
+        so ("" where the settings match, or the file does not say)."""
+        recorded = self.expected_metadata.get("kernels")
+        if self.xcfg.expected is None or recorded is None or same_setting(recorded, self.run_metadata["kernels"]):
+            return ""
+        cpu = self.expected_metadata.get("cpu", "not recorded")
+        return (f"xla-dynamo gate: WARNING: {self.xcfg.expected} was recorded with kernels {recorded} (CPU: {cpu}); "
+                f"this run's XLA tests use {self.run_metadata['kernels']} (--xla-cpu-isa={self.xcfg.cpu_isa}; CPU: "
+                f"{self.run_metadata['cpu']}): results can differ for that reason alone, so the comparison is not "
+                f"like with like (pass the file's setting, or record a file for this one)")
+
+    @property
     def shard_line(self) -> str:
         return shard_line(self.xcfg.shard, self.session.shard_counts)
 
@@ -70,8 +92,12 @@ class GatingPlugin:
         if self.xcfg.expected is not None:
             rows = len(self.expected or {})
             mode = "updating" if self.xcfg.update_expected else "gating against"
-            lines.append(f"xla-dynamo gate: {mode} {self.xcfg.expected} ({rows} rows)"
+            lines.append(f"xla-dynamo gate: {mode} {self.xcfg.expected} ({rows} rows"
+                         + (f", recorded with kernels {self.expected_metadata['kernels']}"
+                            if "kernels" in self.expected_metadata else "") + ")"
                          + (", strict improved" if self.xcfg.strict_improved else ""))
+            if self.kernel_note and not self.xcfg.update_expected:
+                lines.append(self.kernel_note)
         if self.xcfg.min_speedup_ratio is not None:
             lines.append(f"xla-dynamo gate: speedup >= {self.xcfg.min_speedup_ratio:g} x {self.xcfg.timing_baseline}")
         return lines
@@ -118,9 +144,13 @@ class GatingPlugin:
 
     def _update(self, path: Path) -> None:
         rows, stats = merge_update(self.expected or {}, self.run_cases)
-        write_expected(path, rows)
+        write_expected(path, rows, self.run_metadata)  # the file now says this run's kernel setting and CPU
         self.update_line = (f"xla-dynamo: updated {stats.updated} rows, kept {stats.kept} rows not run in this "
                             f"session ({stats.added} new) in {path}")
+        if self.kernel_note and stats.kept:
+            self.update_line += (f"; WARNING: the {stats.kept} rows kept were recorded with kernels "
+                                 f"{self.expected_metadata['kernels']}, the file now says "
+                                 f"{self.run_metadata['kernels']}: rerun them under this setting")
 
     def _junit_property(self) -> None:
         if self.result is None or self.xcfg.update_expected:
@@ -142,6 +172,9 @@ class GatingPlugin:
                                strict_improved=self.xcfg.strict_improved, expected_path=self.xcfg.expected,
                                shard_line=self.shard_line, update_line=self.update_line,
                                repro_prefix=self.session.repro_prefix, gating=not self.xcfg.update_expected)
+        if self.kernel_note and not self.xcfg.update_expected:  # under the headline, before any verdict
+            headline_text, _, rest = text.partition("\n")
+            text = f"{headline_text}\n\n> **{self.kernel_note.removeprefix('xla-dynamo gate: ')}**\n{rest}"
         write_summary(path, text)  # appended to $GITHUB_STEP_SUMMARY, as merge --summary
         self.summary_line = f"xla-dynamo: summary written to {path}"
 
@@ -154,6 +187,8 @@ class GatingPlugin:
             return
         tr = terminalreporter
         tr.section("xla-dynamo gate")
+        if self.kernel_note and not self.xcfg.update_expected:
+            tr.write_line(self.kernel_note, yellow=True, bold=True)
         if self.xcfg.shard is not None:
             tr.write_line(self.shard_line)
         updating = self.xcfg.update_expected
