@@ -136,12 +136,15 @@ def test_status_counts_xpass() -> None:
 
 
 def test_status_table_not_captured_and_partial_capture() -> None:
-    """A dynamo pass that captured nothing is counted apart (neither pass nor fail); a partial capture is noted."""
+    """A dynamo pass that captured nothing is counted apart (neither pass nor fail); a partial capture and an
+    ill-conditioned failure are noted."""
     recs = [parity_record("lstm", "trace_once", "train", "pass_not_captured"),
+            parity_record("flip", "trace_once", "train", "fail_accuracy",
+                          extra={"triage": {"classification": "ill_conditioned"}}),
             parity_record("mlp", "trace_once", "train", extra={"capture": {"partial": True}}),
             parity_record("cnn", "trace_once", "train")]
     table = report.status_table(recs)
     rows = table_rows(table)
     assert rows["lstm"] == ["pass_not_captured"] and rows["mlp"] == ["pass (partial capture)"]
-    assert rows["cnn"] == ["pass"]
-    assert table.endswith("pass 2 / fail 0 / xfail 0 / not captured 1")
+    assert rows["cnn"] == ["pass"] and rows["flip"] == ["fail_accuracy (ill-conditioned)"]
+    assert table.endswith("pass 2 / fail 1 / xfail 0 / not captured 1")

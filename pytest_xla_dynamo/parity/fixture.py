@@ -76,17 +76,35 @@ class XlaParity:
                 triage.verdict, triage.classification = fast.verdict(), "eager_fast_path"
                 triage.no_proposal = "eager's fast path differs, not the backend (not an upstream problem of it)"
                 deep = False  # the reruns would compare against the same fast path
-        if deep and result.step is not None:
+        registry = self.session.known_issues if self.session.known_issues is not None else ()
+        if deep and result.divergences:
+            from pytest_xla_dynamo.triage.conditioning import MECHANISM, check_conditioning
             from pytest_xla_dynamo.triage.graph_split import diagnose
             from pytest_xla_dynamo.triage.localize import localize
+            from pytest_xla_dynamo.triage.matching import not_yet_explained
 
-            buffers = [t for t in triage.diverging if t.startswith("buffer ")]
+            # the step and tensors the registry does not explain yet (a known step-1 running_var aside)
+            todo = set(not_yet_explained(registry, triage.failure()))
+            focus = next((d for d in result.divergences if d.tensor in todo), result.divergences[0])
             patches = self.engine.patch_names(spec)
-            triage.localization = localize(self.engine, spec, backend, mode, result.tolerance, result.step,
-                                           buffers, patches)
-            triage.graph_split = diagnose(self.engine, spec, backend, mode, result.tolerance, result)
-        registry = self.session.known_issues
-        return triage.analyze(registry if registry is not None else (), installed_versions())
+            checked: list[str] = []
+            if mode == "train" and (focus.step > 1 or focus.group == "grads"):  # a sign flip's symptoms
+                found = check_conditioning(self.engine, spec, backend, mode, result.tolerance, focus.step, patches)
+                if found.explains:
+                    triage.verdict, triage.classification = found.lines(backend.name), "ill_conditioned"
+                    triage.no_proposal = "ill-conditioned (an activation's sign flip), not a backend bug"
+                    deep = False
+                checked = found.lines(backend.name) if not found.explains else []
+                if found.disproves:
+                    triage.ruled_out[MECHANISM] = "no activation sign flip explains it (checked)"
+            if deep:
+                buffers = [t for t in triage.diverging if t.startswith("buffer ")]
+                where = f"localized at step {focus.step}, {focus.tensor} (not yet explained)" \
+                    if focus is not result.divergences[0] else ""
+                triage.localization = [*([where] if where else []), *localize(
+                    self.engine, spec, backend, mode, result.tolerance, focus.step, buffers, patches), *checked]
+                triage.graph_split = diagnose(self.engine, spec, backend, mode, result.tolerance, result)
+        return triage.analyze(registry, installed_versions())
 
     def _fast_path(self, spec: zoo.ModelSpec, mode: str, result: ParityResult) -> FastPathCheck:
         """Eager's first step on its fast paths against its plain math path, on a fresh CPU model of the case."""

@@ -191,6 +191,10 @@ def speedup_tables(records: Iterable[CaseRecord], **kwargs: Any) -> str:
 # --- the parity status table ---------------------------------------------------------------------------
 
 
+#: a failure's triage classification (triage.Triage.classification) -> its note in a parity cell
+CLASSIFICATIONS = {"ill_conditioned": "ill-conditioned", "eager_fast_path": "eager's fast path"}
+
+
 def status_counts(records: Iterable[CaseRecord]) -> dict[str, int]:
     """pass / fail / xfail (a non-passing case with a known issue) / xpass (a passing one) / not captured
     (a dynamo backend's pass that compiled nothing: neither a pass nor a failure) / flaky."""
@@ -214,9 +218,12 @@ def status_text(record: CaseRecord | None) -> str:
     notes = []
     if record.known_issue:
         notes.append(("xpass " if record.status in PASSING else "xfail ") + record.known_issue)
-    capture = record.extra.get("capture") if isinstance(record.extra, dict) else None
+    extra = record.extra if isinstance(record.extra, dict) else {}
+    capture, triage = extra.get("capture"), extra.get("triage")
     if isinstance(capture, dict) and capture.get("partial"):
         notes.append("partial capture")
+    if isinstance(triage, dict) and triage.get("classification") in CLASSIFICATIONS:
+        notes.append(CLASSIFICATIONS[str(triage["classification"])])
     if record.flaky:
         notes.append("flaky")
     return record.status + (f" ({', '.join(notes)})" if notes else "")

@@ -145,13 +145,20 @@ def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: s
     lines: list[str] = []
     forward = _first_output(ref_out, fp64_out, res_out, tol)
     prefix = f"step {step} rerun from eager's weights with hooks on {len(ref_out)} module calls"
-    if forward is None:
-        lines.append("no module output diverges")
+    seen = {name for name, _ in res_out}
+    unseen = [name for name, _ in ref_out if name not in seen]
+    if not res_out:
+        lines.append(f"no module output observed on {backend.name} (its hooks did not fire): no forward localization")
+    elif forward is None:
+        lines.append("no module output diverges" + (" among those observed" if unseen else ""))
     else:
-        index, name, problem = forward
-        before = f"; the module before it, {ref_out[index - 1][0]}, matches" if index else ""
+        index, name, problem, previous = forward
+        before = f"; the module before it, {previous}, matches" if previous else ""
         lines.append(f"first diverging output: {name} ({_module_type(model, name)}), call {index + 1} of "
                      f"{len(ref_out)} in execution order: {problem.split(': ', 1)[-1]}{before}")
+    if unseen and res_out:  # never named as culprits: the backend's hooks did not see them
+        lines.append(f"{len(unseen)} of {len(ref_out)} module calls not observed on {backend.name} (not compared): "
+                     + ", ".join(unseen[:3]) + (", ..." if len(unseen) > 3 else ""))
     if mode == "train":
         order = list(dict.fromkeys(name.split("#", 1)[0] for name, _ in ref_out))
         backward = _first_grad(order, ref_grads, fp64_grads, res_grads, tol)
@@ -171,16 +178,21 @@ def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: s
 
 
 def _first_output(ref: list[tuple[str, torch.Tensor]], fp64: list[tuple[str, torch.Tensor]],
-                  res: list[tuple[str, torch.Tensor]], tol: Tolerance) -> tuple[int, str, str] | None:
+                  res: list[tuple[str, torch.Tensor]], tol: Tolerance) -> tuple[int, str, str, str] | None:
+    """The first module output (in execution order) beyond the tolerance, among those the backend's hooks saw: its
+    index, name, problem, and the module compared before it. A call the backend's hooks did not see is skipped,
+    never named: under dynamo a hook may not fire on the backend although the module ran there."""
     res_by_name = dict(res)
     fp64_by_name = dict(fp64)
+    previous = ""
     for index, (name, ref_t) in enumerate(ref):
         res_t = res_by_name.get(name)
         if res_t is None:
-            return index, name, f"{name}: not called on the backend"
+            continue
         problem = compare_tensor(name, ref_t, res_t, fp64_by_name.get(name), tol)
         if problem is not None:
-            return index, name, problem
+            return index, name, problem, previous
+        previous = name
     return None
 
 

@@ -120,6 +120,15 @@ def match_failure(entries: Iterable[KnownIssue], failure: Failure) -> list[Match
     return [m for _, m in sorted(kept, key=lambda pair: pair[0])]
 
 
+def not_yet_explained(entries: Iterable[KnownIssue], failure: Failure) -> tuple[str, ...]:
+    """The diverging tensors the registry does not explain yet: those the best match leaves out (all of them
+    where no entry matches, or where the best one explains every one: then they are its to diagnose)."""
+    matches = match_failure(entries, failure)
+    if matches and matches[0].unexplained:
+        return matches[0].unexplained
+    return failure.diverging
+
+
 def _explained(match: Match, diverging: Sequence[str]) -> set[str]:
     return set(diverging) - set(match.unexplained)
 

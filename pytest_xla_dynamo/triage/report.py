@@ -51,6 +51,9 @@ class Triage:
     verdict: list[str] = field(default_factory=list)
     no_proposal: str = ""  # why no known-issue entry is proposed ("" = propose one when nothing matches)
     classification: str = ""  # a short name of the verdict (eager_fast_path, ill_conditioned, harness)
+    # entries (ids, or id prefixes) a diagnosis disproved: not offered as matches (the causal check found no sign
+    # flip that explains the failure: local:activation-sign-flip-grads is not its cause), with the reason
+    ruled_out: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_exception(cls, exc: BaseException, *, test: str, nodeid: str = "", **fields: Any) -> Triage:
@@ -81,7 +84,8 @@ class Triage:
         if self.analyzed:
             return self
         failure = self.failure()
-        self.matches = match_failure(entries, failure)
+        self.matches = [m for m in match_failure(entries, failure)
+                        if not any(m.entry.id.startswith(prefix) for prefix in self.ruled_out)]
         if self.known and self.known_action in ("xfail", "run"):
             self.snippet = []  # declared already: the registry applied it
         elif self.matches:
@@ -117,6 +121,7 @@ class Triage:
                     "regression": "a regression test (recorded as fixed)"}.get(self.known_action, self.known_action)
             lines.append(f"registry: {self.known} applies to this test ({what})")
         lines += [m.line() for m in self.matches[:2]]
+        lines += [f"not {prefix}*: {why}" for prefix, why in self.ruled_out.items()]
         if not self.matches and self.no_proposal:
             lines.append(f"no known-issue entry proposed: {self.no_proposal}")
         elif not self.matches and not self.known:
