@@ -105,6 +105,17 @@ def test_user_lstm(xla_parity):
     assert result.status == "pass_not_captured", result
 
 
+class CpuRefuses(nn.Module):  # eager's reference fails: a harness-side failure, nothing to propose upstream
+    def forward(self, x):
+        if x.device.type == "cpu":
+            raise ValueError("this model runs on XLA only")
+        return x * 2
+
+
+def test_eager_reference_fails(xla_parity):
+    xla_parity.inference(CpuRefuses, [torch.randn(2, 3)], backend="trace_once", name="cpu_refuses")
+
+
 @pytest.mark.xla_mode("train")
 @pytest.mark.xla_shared_case
 def test_graphs(xla_graphs, xla_model, xla_backend):
@@ -130,7 +141,7 @@ def test_lstm_not_captured_on_trace_once(pytester: pytest.Pytester) -> None:
     # parity passes as a test, but as pass_not_captured (the shared case from its warm-up, the user's from its run)
     assert "STATUS lstm_net pass_not_captured" in out and "STATUS mlp_net pass" in out, out
     outcomes = result.parseoutcomes()
-    assert outcomes.get("passed") == 3 and outcomes.get("failed") == 2, out
+    assert outcomes.get("passed") == 3 and outcomes.get("failed") == 3, out
 
     records = [json.loads(line) for line in (pytester.path / "rep" / "xla-dynamo.jsonl").read_text().splitlines()]
     parity = {r["name"]: r for r in records if r.get("suite") == "parity"}
@@ -147,7 +158,12 @@ def test_lstm_not_captured_on_trace_once(pytester: pytest.Pytester) -> None:
     assert ("lstm_net", "pass_not_captured") in rows and ("user_lstm", "pass_not_captured") in rows, rows
     table = out[out.index("parity\n"):]
     assert any("lstm_net" in line and "pass_not_captured" in line for line in table.splitlines()), table
-    assert "pass 1 / fail 0 / xfail 0 / not captured 2" in table, table
+    assert "pass 1 / fail 1 / xfail 0 / not captured 2" in table, table
+
+    # an eager reference that fails is the model's problem: a verdict, no proposal
+    eager_triage = parity["cpu_refuses"]["extra"]["triage"]
+    assert parity["cpu_refuses"]["status"] == "eager_fail_to_run" and eager_triage["classification"] == "harness"
+    assert eager_triage["snippet"] == [] and eager_triage["verdict"][0].startswith("the eager CPU reference itself")
 
     # the gate: a pass that captured nothing is not the expected pass
     assert "status pass -> pass_not_captured (dynamo captured nothing)" in out, out

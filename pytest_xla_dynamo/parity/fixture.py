@@ -34,6 +34,12 @@ if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
 
 MAX_RECORDED_DIVERGENCES = 200  # per record, in the JSON report
+#: statuses of a case whose reference or model failed, not the backend: no known-issue entry is proposed for them
+NOT_THE_BACKEND = {
+    "model_fail_to_load": "the model (or its inputs) could not be built: the test's or the model's problem",
+    "eager_fail_to_run": "the eager CPU reference itself failed: the model's (or eager's) problem, not the backend's",
+    "eager_two_runs_differ": "two eager CPU runs from the same weights differ: the model is not deterministic on CPU",
+}
 
 
 class XlaParity:
@@ -68,6 +74,9 @@ class XlaParity:
             first = result.divergences[0]
             triage.where = Where("comparison", first.step, PARITY_PHASE, backend.name)
             triage.divergence = divergence_lines(result.divergences, result.compared)
+        if result.status in NOT_THE_BACKEND:  # the model or eager failed: nothing the backend's registry can hold
+            triage.verdict, triage.classification = [NOT_THE_BACKEND[result.status]], "harness"
+            triage.no_proposal = "the case failed before the backend was compared (not an upstream problem of it)"
         xcfg = self.session.xcfg
         deep = result.status == "fail_accuracy" and wants_deep_triage(xcfg.triage, applied)
         if deep and not self._plain_references:  # references on eager's fast paths: are they what differs?
