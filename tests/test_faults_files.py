@@ -249,6 +249,7 @@ def test_bad_files_in_sessions(pytester: pytest.Pytester) -> None:
     (path / "utf16.toml").write_text('[[issue]]\nid = "local:x"\nkind = "error"\nraises = "KeyError"\n',
                                      encoding="utf-16")
     (path / "folder.toml").mkdir()
+    (path / "utf16.jsonl").write_text('{"suite": "timing"}\n', encoding="utf-16")
     originals = {name: (path / name).read_bytes() for name in ("utf16.csv", "binary.csv", "eval.csv")}
     cases = [
         (["--xla-expected=utf16.csv"], "xla-dynamo gate: utf16.csv: the file is UTF-16-encoded"),
@@ -258,6 +259,8 @@ def test_bad_files_in_sessions(pytester: pytest.Pytester) -> None:
         (["--xla-expected=eval.csv"], "xla-dynamo gate: eval.csv:2: column mode: invalid value 'eval'; valid: "
                                       "train, infer"),
         (["--xla-known-issues-file=utf16.toml"], "known issues: utf16.toml: the file is UTF-16-encoded"),
+        (["--xla-timing-baseline=utf16.jsonl", "--xla-min-speedup-ratio=0.9"],
+         "xla-dynamo gate: utf16.jsonl: the file is UTF-16-encoded"),
         (["--xla-known-issues-file=folder.toml"], "--xla-known-issues-file: 'folder.toml' is a directory; valid: "
                                                   "a TOML file"),
     ]
