@@ -189,6 +189,10 @@ def test_snapshot_root_of_the_bundled_suites_and_of_other_test_files(tmp_path: P
     assert gs.snapshot_root(suites_dir / "test_graphs.py") == installed
     assert gs.snapshot_root(REPO / "suites" / "test_graphs.py") == REPO / "snapshots"  # the repo (editable install)
     assert gs.snapshot_root(tmp_path / "suites" / "test_graphs.py") == tmp_path / "snapshots"
+    # a model owner's project: its snapshots stay under its rootdir, also for a test file at its top
+    assert gs.snapshot_root(tmp_path / "test_mine.py", rootdir=tmp_path) == tmp_path / "snapshots"
+    assert gs.snapshot_root(tmp_path / "tests" / "test_mine.py", rootdir=tmp_path) == tmp_path / "snapshots"
+    assert gs.snapshot_root(tmp_path / "test_mine.py") == tmp_path.parent / "snapshots"  # no rootdir: as before
 
 
 def test_variant_folders_for_options_that_change_signatures() -> None:
@@ -199,7 +203,7 @@ def test_variant_folders_for_options_that_change_signatures() -> None:
 
 
 def _location(tmp_path: Path, xcfg: XlaConfig) -> Any:
-    config: Any = SimpleNamespace(stash=pytest.Stash())
+    config: Any = SimpleNamespace(stash=pytest.Stash(), rootpath=tmp_path)
     config.stash[session_key] = XlaSession(config, xcfg, default_registry())
     test_file = tmp_path / "suites" / "test_graphs.py"
     return SimpleNamespace(filepath=str(test_file), basename="test_graphs", item=SimpleNamespace(config=config))

@@ -8,7 +8,7 @@ fails the test with its own message (:class:`RecompileError`), apart from the sn
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,6 +24,7 @@ from pytest_xla_dynamo.repro import repro_command
 from pytest_xla_dynamo.triage.stages import Where, mark
 
 if TYPE_CHECKING:
+    import torch
     from syrupy.assertion import SnapshotAssertion
 
     from pytest_xla_dynamo.cases import PreparedCase
@@ -103,6 +104,21 @@ class GraphCheck:
             triage.verdict, triage.classification = [harness], "harness"
             triage.no_proposal = "a harness artefact, not an upstream problem"
         remember(self.item, triage)
+
+    def check(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor], *,
+              backend: Backend | str, mode: str | None = None, name: str | None = None,
+              kwargs: Mapping[str, torch.Tensor] | None = None, targets: Any = None,
+              loss: Callable[..., torch.Tensor] | None = None) -> dict[str, Any]:
+        """The graph check of one's own model, from the same factory and inputs (keyword inputs, targets and loss)
+        as ``xla_parity.training`` / ``.inference`` take (:mod:`pytest_xla_dynamo.user_case`); its snapshot is the
+        test's own. ``mode`` defaults to the test's ``xla_mode`` marker."""
+        __tracebackhide__ = True
+        from pytest_xla_dynamo.user_case import user_spec
+
+        if isinstance(backend, str):
+            backend = self.session.backends.get(backend)
+        spec = user_spec(model_factory, inputs, name=name, kwargs=kwargs, targets=targets, loss=loss)
+        return self.check_case(spec, backend, mode)
 
     def check_case(self, spec: zoo.ModelSpec, backend: Backend, mode: str | None = None) -> dict[str, Any]:
         """Measure, record and check one case; returns its signature. ``mode`` defaults to the

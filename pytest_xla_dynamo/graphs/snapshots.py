@@ -26,16 +26,21 @@ if TYPE_CHECKING:
     from syrupy.location import PyTestLocation
 
 
-def snapshot_root(test_file: str | Path) -> Path:
+def snapshot_root(test_file: str | Path, rootdir: str | Path | None = None) -> Path:
     """The snapshot folder of a test file: for the bundled suites the top-level ``snapshots/``
     (installed: the ``pytest_xla_dynamo.snapshots`` package), else ``snapshots/`` next to the
-    test file's folder (``<root>/tests/test_x.py`` -> ``<root>/snapshots``)."""
+    test file's folder (``<root>/tests/test_x.py`` -> ``<root>/snapshots``), kept inside the project: where that
+    folder would be outside ``rootdir`` (a test file at the project's top), ``<rootdir>/snapshots``."""
     test_dir = Path(test_file).resolve().parent
     try:
         if test_dir == suites_dir():
             return snapshots_dir()
     except RuntimeError:  # a folder not installed (a partial copy of the package)
         pass
+    if rootdir is not None:
+        root = Path(rootdir).resolve()
+        if not test_dir.parent.is_relative_to(root):
+            return root / "snapshots"
     return test_dir.parent / "snapshots"
 
 
@@ -66,7 +71,7 @@ class GraphSnapshotExtension(JSONSnapshotExtension):
 
     @classmethod
     def dirname(cls, *, test_location: PyTestLocation) -> str:
-        root = snapshot_root(test_location.filepath)
+        root = snapshot_root(test_location.filepath, test_location.item.config.rootpath)
         sub = variant(get_session(test_location.item.config).xcfg)
         return str((root / sub if sub else root) / test_location.basename)
 

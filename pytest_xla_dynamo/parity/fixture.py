@@ -205,35 +205,35 @@ class XlaParity:
         return self._finish(spec, backend, mode, result, check, capture)
 
     def _user(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor],
-              backend: Backend | str | None, mode: str, loss: Callable[[Any], torch.Tensor] | None,
-              name: str | None, check: bool, steps: int | None) -> ParityResult:
+              backend: Backend | str | None, mode: str, name: str | None, check: bool, steps: int | None,
+              **case: Any) -> ParityResult:
         __tracebackhide__ = True
+        from pytest_xla_dynamo.user_case import user_spec
+
         if backend is None:
             backend = self._default_backend()
         if isinstance(backend, str):
             backend = self.session.backends.get(backend)
-        frozen_inputs = tuple(t.detach().clone() for t in inputs)
-        batch = int(frozen_inputs[0].shape[0]) if frozen_inputs and frozen_inputs[0].dim() else 1
-        spec = zoo.ModelSpec(
-            name=name or str(getattr(model_factory, "__name__", "user_model")), source="user",
-            build_model=lambda tier: model_factory(), build_inputs=lambda tier, bs: frozen_inputs,
-            batch_size={"small": batch, "full": batch})
-        if loss is not None:
-            spec = dataclasses.replace(spec, loss=loss)
+        spec = user_spec(model_factory, inputs, name=name, **case)
         tol = tolerance_for(spec, self.session.xcfg, self._tolerance_marker)
         result, capture = self._run(spec, backend, mode, tol, shared=False, steps=steps)
         return self._finish(spec, backend, mode, result, check, capture)
 
     def training(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor], *,
-                 backend: Backend | str | None = None, loss: Callable[[Any], torch.Tensor] | None = None,
+                 backend: Backend | str | None = None, loss: Callable[..., torch.Tensor] | None = None,
+                 targets: Any = None, kwargs: Mapping[str, torch.Tensor] | None = None,
                  name: str | None = None, steps: int | None = None, check: bool = True) -> ParityResult:
-        """Training parity of ``model_factory()`` on ``inputs`` (raises ParityError unless it passes)."""
+        """Training parity of ``model_factory()`` on ``inputs`` (raises ParityError unless it passes).
+
+        ``kwargs``: keyword inputs of the model (a padding mask); ``targets`` with ``loss(out, targets)`` (else
+        ``loss(out)``, default: the harness's reduce-to-scalar loss); see :mod:`pytest_xla_dynamo.user_case`."""
         __tracebackhide__ = True
-        return self._user(model_factory, inputs, backend, "train", loss, name, check, steps)
+        return self._user(model_factory, inputs, backend, "train", name, check, steps, loss=loss, targets=targets,
+                          kwargs=kwargs)
 
     def inference(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor], *,
-                  backend: Backend | str | None = None, name: str | None = None,
-                  check: bool = True) -> ParityResult:
-        """Inference parity of ``model_factory()`` on ``inputs``."""
+                  backend: Backend | str | None = None, kwargs: Mapping[str, torch.Tensor] | None = None,
+                  name: str | None = None, check: bool = True) -> ParityResult:
+        """Inference parity of ``model_factory()`` on ``inputs`` (and keyword inputs ``kwargs``)."""
         __tracebackhide__ = True
-        return self._user(model_factory, inputs, backend, "infer", None, name, check, None)
+        return self._user(model_factory, inputs, backend, "infer", name, check, None, kwargs=kwargs)
