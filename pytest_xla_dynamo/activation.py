@@ -12,7 +12,9 @@ environment variable, no torch) until the session shows that it uses the plugin,
   controller);
 * otherwise during collection, at the first test that uses the plugin (:func:`uses_plugin`: one of its
   fixtures or markers), before any collection hook of the concern plugins runs; their header lines are
-  then shown after collection.
+  then shown after collection;
+* or, failing both, when something asks for the session object (``session.get_session``: a test that
+  records through it), from then on.
 
 An active session is not yet an XLA session: the process-wide effects (``PJRT_DEVICE``, the CPU
 instruction-set cap, the structured-trace filter, the XLA runtime) start only once collection has
@@ -24,7 +26,8 @@ every pytest session of the venv.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import pytest
 
@@ -62,6 +65,9 @@ EXTENSION_HOOKS = ("pytest_xla_register_backends", "pytest_xla_register_models",
 CHILD_ENV = "PYTEST_XLA_ISOLATED_CHILD"
 #: set in ``config.stash`` once the plugin is active in this process
 ACTIVE_KEY = pytest.StashKey[bool]()
+#: set by a dormant plugin: turns it on and returns the session object (``session.get_session`` calls it, so that
+#: code that reaches for the session, a test recording through it, turns the plugin on too)
+ACTIVATE_KEY = pytest.StashKey[Callable[[], Any]]()
 
 
 def needs_xla(item: pytest.Item) -> bool:

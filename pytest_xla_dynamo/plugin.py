@@ -69,6 +69,19 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     if activation.eager_reason(config) is not None:
         _activate(config)
+    else:
+        def activate() -> XlaSession:
+            return _activate(config, late=True)
+
+        config.stash[activation.ACTIVATE_KEY] = activate
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A dormant plugin's snippets (``pytest_xla_dynamo.snippets`` used directly) end with the session, as an
+    active plugin's do (its isolation plugin ends them)."""
+    processes = sys.modules.get("pytest_xla_dynamo.processes")
+    if processes is not None and not _active(config):
+        processes.end_all()
 
 
 def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
@@ -214,7 +227,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not _active(session.config):
         return
     xsession = get_session(session.config)
-    xsession.runs_xla = any(activation.needs_xla(item) for item in session.items)
+    # a test skipped unconditionally (where torch_xla is missing, every XLA test is) runs nothing
+    xsession.runs_xla = any(activation.needs_xla(item) and item.get_closest_marker("skip") is None
+                            for item in session.items)
     if xsession.runs_xla:
         from pytest_xla_dynamo import devices
 

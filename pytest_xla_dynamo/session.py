@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_xla_dynamo import launch
+from pytest_xla_dynamo.activation import ACTIVATE_KEY as _ACTIVATE_KEY
 from pytest_xla_dynamo.activation import CHILD_ENV as _CHILD_ENV
 from pytest_xla_dynamo.backends import BackendRegistry
 from pytest_xla_dynamo.config import XlaConfig
@@ -198,9 +199,12 @@ session_key = pytest.StashKey[XlaSession]()
 
 
 def get_session(config: pytest.Config) -> XlaSession:
-    """The session object of ``config`` (built in ``pytest_configure``; one with default options if the
-    plugin did not configure, e.g. a unit test's bare config)."""
+    """The session object of ``config`` (built where the plugin turns on; a dormant plugin turns on now; one with
+    default options if the plugin did not configure, e.g. a unit test's bare config)."""
     found = config.stash.get(session_key, None)
+    activate = config.stash.get(_ACTIVATE_KEY, None) if found is None else None
+    if activate is not None:  # the plugin is loaded but dormant: asking for its session turns it on
+        return activate()
     if found is None:
         from pytest_xla_dynamo.backends import default_registry
 

@@ -43,7 +43,8 @@ def environment_info(xcfg: XlaConfig | None = None, *, argv: Sequence[str] | Non
     """
     return {
         "versions": {dist: installed(dist) for dist in ENV_DISTRIBUTIONS},
-        "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", ""),
+        # unset or empty: the CPU, which the XLA tests' processes default to (an xdist controller sets nothing)
+        "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "").strip() or "CPU",
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
         "threads": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
         "thread_budget": budget_environment(xcfg.threads) if xcfg else None,
