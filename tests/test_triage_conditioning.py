@@ -65,6 +65,24 @@ class GradDrift(nn.Module):
         return x + 0.01 * (x - x.detach()) if x.device.type == "xla" else x
 
 
+class LateDrift(nn.Module):
+    \"\"\"The identity, except from its second call on the XLA device (x 1.01): a divergence from step 2.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * 1.01 if x.device.type == "xla" and self.calls > 1 else x
+
+
+def bn_late_drift():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), LateDrift(), nn.Flatten(),
+                         nn.Linear(4 * 6 * 6, 2))
+
+
 def inputs():
     torch.manual_seed(1)
     return [torch.randn(4, 8)]
@@ -87,13 +105,19 @@ def drift_net():
 
 TESTS = """
 import pytest
+import torch
 
-from models import drift_net, inputs, one_flip_net
+from models import bn_late_drift, drift_net, inputs, one_flip_net
 
 
 @pytest.mark.parametrize("backend", ["trace_everytime", "trace_once"])
 def test_one_flip(xla_parity, backend):
     xla_parity.training(one_flip_net, inputs(), backend=backend, name="one_flip", steps=1)
+
+
+def test_known_step1_then_new_step2(xla_parity):
+    # step 1: only the known biased running_var; step 2: a new divergence, which the triage must look at
+    xla_parity.training(bn_late_drift, [torch.randn(4, 3, 8, 8)], backend="trace_everytime", name="bn_late")
 
 
 def test_real_divergence(xla_parity):
@@ -107,7 +131,7 @@ def test_one_flip_is_ill_conditioned_and_a_real_divergence_is_not(pytester: pyte
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist",
                                            "--xla-report=json,table", "--xla-report-dir=rep", timeout=900)
     out = result.stdout.str()
-    result.assert_outcomes(failed=3)
+    result.assert_outcomes(failed=4)
     records = {(r["name"], r["backend"]): r for r in (json.loads(line) for line in
                (pytester.path / "rep" / "xla-dynamo.jsonl").read_text().splitlines())}
     for backend in ("trace_everytime", "trace_once"):
@@ -126,6 +150,15 @@ def test_one_flip_is_ill_conditioned_and_a_real_divergence_is_not(pytester: pyte
         assert [m["id"] for m in triage["matches"]] in ([], ["local:activation-sign-flip-grads:zoo"]), triage
     assert "verdict:   ill-conditioned, not a backend bug" in out
     assert any("one_flip" in line and "fail_accuracy (ill-conditioned)" in line for line in out.splitlines()), out
+
+    # the known step-1 running_var aside, the triage works on step 2's new divergence
+    late = records[("bn_late", "trace_everytime")]["extra"]["triage"]
+    assert late["matches"][0]["id"] == "local:xla-batchnorm-biased-running-var:zoo" and not late["matches"][0]["full"]
+    assert late["localization"][0].startswith("localized at step 2, "), late["localization"]
+    assert any(line.startswith("first diverging output: 3 (LateDrift)") for line in late["localization"]), late
+    assert any("(step 2 rerun from eager's weights" in line for line in late["localization"]), late
+    assert any(line.startswith("activation sign flips checked at step 2: no activation input changes side")
+               for line in late["localization"]), late
 
     # a real gradient divergence: checked, not classified (no activation input changes side), a new entry proposed;
     # the localization names the gradient that diverges and never a module the backend did not run
