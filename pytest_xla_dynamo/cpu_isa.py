@@ -198,8 +198,10 @@ def too_late(isa: str) -> str:
 
 
 class CpuIsaPlugin:
-    """Sets the session's instruction-set cap once collection selected an XLA test (before any test runs)
-    and restores the variables at unconfigure; a session without XLA tests is left as it is."""
+    """Sets the session's instruction-set cap once collection selected an XLA test (``plugin.py`` calls
+    :meth:`apply` from its ``pytest_collection_finish``, before any test runs and before the terminal shows
+    the line after collection) and restores the variables at unconfigure; a session without XLA tests is
+    left as it is."""
 
     def __init__(self, session: XlaSession) -> None:
         self.session = session
@@ -235,11 +237,6 @@ class CpuIsaPlugin:
             f"kernels than asked. Something ran torch before the tests (a conftest.py or a plugin at "
             f"import or collection time): move that into a fixture or a test, or pass "
             f"--xla-cpu-isa=native to run on the kernels torch chose (valid: {', '.join(CPU_ISAS)})")
-
-    @pytest.hookimpl
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if self.session.runs_xla:
-            self.apply()
 
     def pytest_report_header(self, config: pytest.Config) -> str | None:
         """The xdist controller runs no test: it says what its workers set where they run XLA tests."""

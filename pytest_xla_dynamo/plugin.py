@@ -222,8 +222,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Where the session's selected tests need XLA, the process-wide effects start here, before any test
     runs (and never during collection): ``PJRT_DEVICE`` defaults to ``CPU``, torch's structured-trace
-    records stay out of captured logs; the concern plugins follow (the CPU instruction-set cap: see
-    :mod:`~pytest_xla_dynamo.cpu_isa`). A session without XLA tests is left as it is."""
+    records stay out of captured logs, and the CPU instruction-set cap is set (see
+    :mod:`~pytest_xla_dynamo.cpu_isa`; here, tryfirst, so that the line after collection says it). A session
+    without XLA tests is left as it is."""
     if not _active(session.config):
         return
     xsession = get_session(session.config)
@@ -235,6 +236,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
         devices.default_pjrt_device()
         devices.quiet_torch_trace()
+        cpu_isa = session.config.pluginmanager.get_plugin("xla_dynamo_cpu_isa")
+        if cpu_isa is not None:
+            cpu_isa.apply()
 
 
 # --- the runtime and per-test state -------------------------------------------------------------------

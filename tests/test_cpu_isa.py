@@ -100,7 +100,8 @@ def test_sessions_run_torch_capped_with_and_without_xdist(
     for name in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "XLA_FLAGS", "PYTEST_XLA_CPU_ISA"):
         monkeypatch.delenv(name, raising=False)
     pytester.makepyfile(test_check=CHECK, test_native=NATIVE)
-    for args in (["-p", "no:xdist"], ["-n", "2"]):
+    # the plugin turned on at the test (late), at start-up by an option (eager), under xdist
+    for args in (["-p", "no:xdist"], ["-p", "no:xdist", "--xla-seed=7"], ["-n", "2"]):
         result = pytester.runpytest_subprocess("test_check.py", *args)
         assert result.ret == 0, result.stdout.str()
         result.stdout.fnmatch_lines(["xla-dynamo cpu isa: ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2, "
