@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -229,39 +229,80 @@ def _leaves(out: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
-def collect(model: torch.nn.Module, out: Any, loss: Any, mode: str) -> TensorSet:
-    """The tensors of a step, on CPU, in the harness's order: loss, outputs, gradients, parameters,
-    buffers (training); outputs (inference)."""
-    def snap(t: torch.Tensor) -> torch.Tensor:
-        # a copy: on CPU .cpu() would alias the live parameter that the next step updates in place
-        return t.detach().to("cpu", copy=True)
+def _snap(t: torch.Tensor) -> torch.Tensor:
+    # a copy: on CPU .cpu() would alias the live parameter that the next step updates in place
+    return t.detach().to("cpu", copy=True)
 
-    tensors: TensorSet = {}
+
+def step_tensors(model: torch.nn.Module, out: Any, loss: Any, mode: str) -> dict[str, torch.Tensor]:
+    """The live tensors of a step (on the case's device, not copied), in the harness's order: loss, outputs,
+    gradients, parameters, buffers (training); outputs (inference)."""
+    tensors: dict[str, torch.Tensor] = {}
     if loss is not None:
-        tensors["loss"] = snap(loss)
+        tensors["loss"] = loss
     for i, t in enumerate(_leaves(out)):
-        tensors[f"output[{i}]"] = snap(t)
+        tensors[f"output[{i}]"] = t
     if mode == "train":
         for name, p in model.named_parameters():
             if p.grad is not None:
-                tensors[f"grad {name}"] = snap(p.grad)
+                tensors[f"grad {name}"] = p.grad
         for name, p in model.named_parameters():
-            tensors[f"param {name}"] = snap(p)
+            tensors[f"param {name}"] = p
         for name, b in model.named_buffers():
-            tensors[f"buffer {name}"] = snap(b)
+            tensors[f"buffer {name}"] = b
     return tensors
 
 
-def iter_trace(case: PreparedCase, steps: int, phase: str = "") -> Iterator[TensorSet]:
-    """Reset ``case`` to its initial weights, run ``steps`` steps and yield each one's tensors
-    (a generator, so that a caller comparing step by step holds one step at a time). ``phase`` names
-    the steps in a failure's stage (``parity``, ``eager reference``)."""
+def collect(model: torch.nn.Module, out: Any, loss: Any, mode: str) -> TensorSet:
+    """The tensors of a step, copied to the CPU (:func:`step_tensors`)."""
+    return {name: _snap(t) for name, t in step_tensors(model, out, loss, mode).items()}
+
+
+class LiveStep(Mapping[str, "torch.Tensor"]):
+    """A step's tensors as a mapping whose values are copied to the CPU when read, one at a time: a
+    comparison holds one tensor of the step, not all of them. Valid until the case steps again."""
+
+    def __init__(self, live: dict[str, torch.Tensor]) -> None:
+        self._live = live
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return _snap(self._live[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._live)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._live
+
+    def release(self) -> None:
+        """Let go of the live tensors (the step has been read; a later read finds nothing)."""
+        self._live = {}
+
+
+def iter_live(case: PreparedCase, steps: int, phase: str = "") -> Iterator[LiveStep]:
+    """Reset ``case`` to its initial weights, run ``steps`` steps and yield each one's tensors as a
+    :class:`LiveStep` (read each before asking for the next). ``phase`` names the steps in a failure's
+    stage (``parity``, ``eager reference``)."""
     __tracebackhide__ = True
     case.reset()
     for index in range(1, steps + 1):
         case.phase, case.step_index = phase, index
         out, loss = case.step()
-        yield collect(case.model, out, loss, case.mode)
+        step = LiveStep(step_tensors(case.model, out, loss, case.mode))
+        del out, loss
+        yield step
+        step.release()  # read: let go of its tensors before the next step makes new ones
+
+
+def iter_trace(case: PreparedCase, steps: int, phase: str = "") -> Iterator[TensorSet]:
+    """:func:`iter_live`, each step copied whole to the CPU (a generator, so that a caller comparing step
+    by step holds one step at a time)."""
+    __tracebackhide__ = True
+    for step in iter_live(case, steps, phase):
+        yield dict(step)
 
 
 def release_memory() -> None:

@@ -1,10 +1,10 @@
-"""Collection: parametrization from options and markers, mode selection, model order, xdist groups, skips.
+"""Collection: parametrization from options and markers, mode selection, model and mode order, xdist groups, skips.
 
 ``parametrize`` turns ``--xla-backend``/``--xla-models``/``--xla-tensor-mode`` (or the markers
 ``xla_backend``/``xla_models``/``xla_tensor_mode`` of a test) into indirect parameters with readable ids
 (``test_training_parity[resnet18-trace_once]``); backends that do not support a test's ``xla_mode`` are
 left out. ``arrange`` deselects tests whose mode is not in ``--xla-modes``, runs the shared-case tests
-model by model (so each model's prepared cases are built once and freed before the next), puts each
+model by model and mode by mode (so each case is built once and freed before the next (model, mode)), puts each
 model's tests in one ``xdist_group``, and skips XLA tests where torch or torch_xla is missing. Nothing here
 touches a device. No torch here.
 """
@@ -71,16 +71,18 @@ def deselect_modes(session: XlaSession, items: list[pytest.Item]) -> None:
 
 
 def order_by_model(items: list[pytest.Item]) -> None:
-    """Run the shared-case tests model by model (stable otherwise), so each model's prepared cases
-    are built once and freed before the next model's."""
+    """Run the shared-case tests model by model and, within a model, mode by mode (stable otherwise), so
+    each (model, mode)'s prepared cases are built and compiled once and freed before the next's."""
     order = {name: i for i, name in enumerate(zoo.model_names())}
 
-    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int]:
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
         index, item = pair
         model = model_param(item)
         if model is None or item.get_closest_marker("xla_shared_case") is None:
-            return (-1, index)  # everything else keeps its place, first
-        return (order.get(model, len(order)), index)
+            return (-1, -1, index)  # everything else keeps its place, first
+        modes = item_modes(item)
+        mode = MODES.index(modes[0]) if len(modes) == 1 and modes[0] in MODES else len(MODES)
+        return (order.get(model, len(order)), mode, index)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=key)]
 

@@ -132,9 +132,6 @@ def test_padded_encoder_passes_or_names_eager_fast_path(pytester: pytest.Pyteste
 
 
 @pytest.mark.xla
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue 27 wiring: passes once parity/run.py runs the eager and fp64 references inside "
-                   "parity.plain_math.plain_math() (then remove this marker)")
 def test_references_run_on_the_plain_path(pytester: pytest.Pytester) -> None:
     """Integration with parity/run.py: with the references on the plain math path, the padded encoder's inference
     matches on trace_everytime (XLA computes the padded rows as the plain path does)."""

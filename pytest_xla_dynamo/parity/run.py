@@ -9,15 +9,17 @@ the stage it surfaced in written on it (:mod:`pytest_xla_dynamo.triage.stages`).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_xla_dynamo import metrics, zoo
 from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.cases import PreparedCase, iter_trace
+from pytest_xla_dynamo.cases import PreparedCase, iter_live
 from pytest_xla_dynamo.engine import CaseEngine
 from pytest_xla_dynamo.parity.compare import Divergence, Tolerance, compare_step, divergence_lines
+from pytest_xla_dynamo.parity.plain_math import plain_math
 from pytest_xla_dynamo.parity.store import StepStore
 from pytest_xla_dynamo.records import vote
 from pytest_xla_dynamo.triage.stages import stage
@@ -130,10 +132,15 @@ def reference(engine: CaseEngine, spec: zoo.ModelSpec, mode: str, steps: int, ex
 
 
 def _stored_run(case: PreparedCase, steps: int) -> StepStore:
+    """Run ``case`` (which is freed on return) and store its steps."""
     __tracebackhide__ = True
     store = StepStore()
-    for tensors in iter_trace(case, steps, EAGER_PHASE):
-        store.add(tensors)
+    try:
+        for tensors in iter_live(case, steps, EAGER_PHASE):
+            store.add(tensors)
+    finally:
+        del case
+        gc.collect()  # a case is freed by the cycle collector: free it before the next run is built
     return store
 
 
@@ -142,30 +149,36 @@ def _second_run_differs(first: StepStore, second: PreparedCase, steps: int) -> s
     __tracebackhide__ = True
     from torch._dynamo.utils import same
 
-    for step, b in enumerate(iter_trace(second, steps, EAGER_PHASE), start=1):
-        a = first.step(step)
-        for name in a:
-            if not same(a[name], b[name], tol=0, equal_nan=True, log_error=lambda *x, **k: None):
-                return f"step {step}, {name}: two eager runs differ"
-        a.release()
-    return None
+    try:
+        for step, b in enumerate(iter_live(second, steps, EAGER_PHASE), start=1):
+            a = first.step(step)
+            for name in a:
+                if not same(a[name], b[name], tol=0, equal_nan=True, log_error=lambda *x, **k: None):
+                    return f"step {step}, {name}: two eager runs differ"
+            a.release()
+        return None
+    finally:
+        del second
+        gc.collect()
 
 
 def _check_reference(key: Any, spec: zoo.ModelSpec, eager: Backend, model: torch.nn.Module,
                      inputs: tuple[torch.Tensor, ...], steps: int) -> Reference:
-    """Run eager, store its steps; run it again and compare; run the fp64 copy and store its steps. One
-    model is alive at a time beside ``model`` (the initial weights, which every run shares)."""
+    """Run eager, store its steps; run it again and compare; run the fp64 copy and store its steps, all on
+    eager's plain math path (:func:`.plain_math.plain_math`). One model is alive at a time beside ``model``
+    (the initial weights, which every run shares)."""
     __tracebackhide__ = True
     import torch
 
     first: StepStore | None = None
     try:
-        first = _stored_run(PreparedCase(key, spec, eager, model, inputs), steps)
-        differs = _second_run_differs(first, PreparedCase(key, spec, eager, model, inputs), steps)
-        if differs:
-            first.close()
-            return Reference(None, None, "eager_two_runs_differ", differs)
-        fp64 = _stored_run(PreparedCase(key, spec, eager, model, inputs, dtype=torch.float64), steps)
+        with plain_math():  # eager's fast paths off: a reference XLA can be judged against
+            first = _stored_run(PreparedCase(key, spec, eager, model, inputs), steps)
+            differs = _second_run_differs(first, PreparedCase(key, spec, eager, model, inputs), steps)
+            if differs:
+                first.close()
+                return Reference(None, None, "eager_two_runs_differ", differs)
+            fp64 = _stored_run(PreparedCase(key, spec, eager, model, inputs, dtype=torch.float64), steps)
     except Exception as exc:  # recorded as the harness's status, then re-raised by the caller
         if first is not None:
             first.close()
@@ -213,7 +226,7 @@ def _lockstep(eager: StepStore, fp64: StepStore, case: PreparedCase, steps: int,
     stored eager and fp64 steps (fp64 stays float64: same() applies its RMSE rule only to a float64
     reference). A divergence does not stop the steps: the result lists every one."""
     __tracebackhide__ = True
-    res_run = iter_trace(case, steps, PARITY_PHASE)
+    res_run = iter_live(case, steps, PARITY_PHASE)
     divergences: list[Divergence] = []
     compared = 0
     for step in range(1, steps + 1):

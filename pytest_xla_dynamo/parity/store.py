@@ -5,16 +5,17 @@ copy. Holding the three runs side by side costs their summed memory (for vgg16's
 eager tensors, 2.2 GB of fp64 ones, the backend's, and three models). Instead each reference run is
 stepped alone and its steps are stored here; the backend then runs alone and compares each of its steps
 with the stored ones as it comes. A step larger than :data:`IN_MEMORY_BYTES` is written to disk in
-chunks of about :data:`CHUNK_BYTES`, and read back one chunk at a time, in the order the comparison
-reads it: the peak is one run plus a chunk, not three runs.
+chunks of about :data:`CHUNK_BYTES` (a tensor larger than that in a chunk of its own), and read back one
+chunk at a time, in the order the comparison reads it: the peak is one run plus a chunk, not three runs.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
     import torch
@@ -26,33 +27,69 @@ CHUNK_BYTES = 64 * 2**20  # the size of the files a larger step is written in
 TEMP_PREFIX = "xla-parity-steps-"
 
 
-def nbytes(tensors: Mapping[str, torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors.values())
+@dataclass(frozen=True)
+class _Spilled:
+    """Where a spilled tensor's bytes are: its chunk file and offset, and how to view them again."""
+
+    chunk: int
+    offset: int
+    nbytes: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+
+ALIGN = 64  # each tensor's bytes start at a multiple of this in its chunk
+
+
+def _write(tensor: torch.Tensor, fh: BinaryIO) -> int:
+    """Write the tensor's bytes raw, padded to :data:`ALIGN`; the bytes written. Not pickled: ``torch.save``
+    leaves reference cycles that hold what it saved until the cycle collector runs."""
+    import torch
+
+    flat = tensor.detach().contiguous().reshape(-1)
+    nbytes = flat.numel() * flat.element_size()
+    if nbytes:
+        flat.view(torch.uint8).numpy().tofile(fh)
+    pad = -nbytes % ALIGN
+    fh.write(b"\0" * pad)
+    return nbytes + pad
+
+
+def _read(path: Path) -> bytearray:
+    """The chunk's bytes, read into one buffer (``read_bytes`` would hold a second copy for a moment)."""
+    data = bytearray(path.stat().st_size)
+    with path.open("rb") as fh:
+        fh.readinto(data)
+    return data
 
 
 class StoredStep(Mapping[str, "torch.Tensor"]):
-    """One stored step as a read-only mapping name -> tensor, in the step's order. A spilled step loads the
+    """One stored step as a read-only mapping name -> tensor, in the step's order. A spilled step reads the
     chunk holding a name on first access and keeps only that chunk: read it in order (as
     :func:`~pytest_xla_dynamo.parity.compare.compare_step` does) and each chunk is read once."""
 
-    def __init__(self, names: list[str], chunks: list[Path] | None = None, where: dict[str, int] | None = None,
+    def __init__(self, names: list[str], chunks: list[Path] | None = None, where: dict[str, _Spilled] | None = None,
                  tensors: TensorSet | None = None) -> None:
         self._names = names
         self._chunks = chunks or []
         self._where = where or {}
         self._tensors = tensors
-        self._loaded: tuple[int, TensorSet] | None = None
+        self._loaded: tuple[int, bytearray] | None = None
 
     def __getitem__(self, name: str) -> torch.Tensor:
         if self._tensors is not None:
             return self._tensors[name]
-        index = self._where[name]  # KeyError for a name the step does not have
-        if self._loaded is None or self._loaded[0] != index:
-            import torch
+        import torch
 
+        spot = self._where[name]  # KeyError for a name the step does not have
+        if self._loaded is None or self._loaded[0] != spot.chunk:
             self._loaded = None  # free the previous chunk before reading the next
-            self._loaded = (index, torch.load(self._chunks[index], weights_only=True))
-        return self._loaded[1][name]
+            self._loaded = (spot.chunk, _read(self._chunks[spot.chunk]))
+        if not spot.nbytes:
+            return torch.empty(spot.shape, dtype=spot.dtype)
+        # a view of the chunk's bytes (the tensor keeps them alive while it lives)
+        raw = torch.frombuffer(self._loaded[1], dtype=torch.uint8, count=spot.nbytes, offset=spot.offset)
+        return raw.view(spot.dtype).reshape(spot.shape)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
@@ -84,35 +121,43 @@ class StepStore:
             self._dir = tempfile.TemporaryDirectory(prefix=TEMP_PREFIX)
         return Path(self._dir.name)
 
-    def add(self, tensors: TensorSet) -> None:
-        """Keep the next step's tensors (the caller lets go of ``tensors`` afterwards)."""
+    def add(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        """Keep the next step's tensors, read from ``tensors`` one at a time (a
+        :class:`~pytest_xla_dynamo.cases.LiveStep` copies each from the device as it is read): a step that
+        stays within :attr:`in_memory_bytes` is kept in memory, a larger one is written chunk by chunk."""
         names = list(tensors)
-        size = nbytes(tensors)
-        if size <= self.in_memory_bytes:
-            self._steps.append(StoredStep(names, tensors=dict(tensors)))
-            return
-        import torch
-
-        folder = self._folder()
+        held: dict[str, torch.Tensor] = {}  # read but not yet written
+        held_bytes = size = 0
+        where: dict[str, _Spilled] = {}
         chunks: list[Path] = []
-        where: dict[str, int] = {}
-        chunk: dict[str, torch.Tensor] = {}
-        chunk_size = 0
 
         def flush() -> None:
-            path = folder / f"step{len(self._steps) + 1}-{len(chunks)}.pt"
-            torch.save(chunk, path)
+            path = self._folder() / f"step{len(self._steps) + 1}-{len(chunks)}.bin"
+            offset = 0
+            with path.open("wb") as fh:
+                for name, tensor in held.items():
+                    nbytes = tensor.numel() * tensor.element_size()
+                    where[name] = _Spilled(len(chunks), offset, nbytes, tensor.dtype, tuple(tensor.shape))
+                    offset += _write(tensor, fh)
             chunks.append(path)
+            held.clear()
 
         for name in names:
             tensor = tensors[name]
-            chunk[name] = tensor
-            where[name] = len(chunks)
-            chunk_size += tensor.numel() * tensor.element_size()
-            if chunk_size >= self.chunk_bytes:
+            nbytes = tensor.numel() * tensor.element_size()
+            size += nbytes
+            if size > self.in_memory_bytes and held and nbytes >= self.chunk_bytes:
+                flush()  # a large tensor gets a chunk of its own: reading a neighbour does not read it too
+                held_bytes = 0
+            held[name] = tensor
+            held_bytes += nbytes
+            if size > self.in_memory_bytes and held_bytes >= self.chunk_bytes:
                 flush()
-                chunk, chunk_size = {}, 0
-        if chunk:
+                held_bytes = 0
+        if not chunks:
+            self._steps.append(StoredStep(names, tensors=held))
+            return
+        if held:
             flush()
         self.spilled_bytes += size
         self._steps.append(StoredStep(names, chunks, where))
