@@ -108,9 +108,13 @@ class KnownIssue:
         """Whether this entry targets the test ``name`` with these parameters and modes, at ``tier``.
 
         A filter on a parameter the test does not have (or on the tier, where none is given) does not
-        exclude it.
+        exclude it, except ``models`` on the zoo tests it names (``tests``): those are the zoo's cases, and a
+        test of that name without an ``xla_model`` parameter (a user's own ``test_training_parity``) is not
+        one of them. The reproducer, and a test whose marker names the entry, are not filtered so.
         """
         if not by_marker and name not in self.test_names:
+            return False
+        if self.models and not by_marker and name != self.reproducer and params.get("xla_model") is None:
             return False
         if self.tiers and tier is not None and tier not in self.tiers:
             return False
