@@ -305,22 +305,6 @@ def iter_trace(case: PreparedCase, steps: int, phase: str = "") -> Iterator[Tens
         yield dict(step)
 
 
-def release_memory() -> None:
-    """Give back what freed cases held: dynamo's compiled code and guards (which hold the models), the
-    garbage, and the C heap's free pages (glibc keeps freed arenas mapped until ``malloc_trim``)."""
-    import ctypes
-    import gc
-
-    import torch
-
-    torch._dynamo.reset()
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        pass
-
-
 class CaseCache:
     """Prepared cases of this process, keyed by :class:`CaseKey`; holds one (model, mode)'s cases at a time
     (the collection hook orders shared-case tests by model, then mode, so each case compiles once)."""

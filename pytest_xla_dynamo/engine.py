@@ -17,8 +17,9 @@ import pytest
 
 from pytest_xla_dynamo import patches, zoo
 from pytest_xla_dynamo.backends import Backend, BackendRegistry
-from pytest_xla_dynamo.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model, release_memory
+from pytest_xla_dynamo.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
 from pytest_xla_dynamo.config import MODES, XlaConfig
+from pytest_xla_dynamo.state import release_memory
 from pytest_xla_dynamo.triage.stages import stage
 
 if TYPE_CHECKING:

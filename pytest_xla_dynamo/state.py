@@ -1,4 +1,5 @@
-"""Per-test global state: each XLA test starts from a known state and leaves it as it found it."""
+"""Per-test global state: each XLA test starts from a known state and leaves it as it found it, and gives
+back the memory it no longer holds."""
 
 from __future__ import annotations
 
@@ -54,6 +55,24 @@ def flush_pending() -> None:
         xm.wait_device_ops()
 
 
+def release_memory(reset_dynamo: bool = True) -> None:
+    """Give back what freed tests and cases held: dynamo's compiled code and guards (which hold models;
+    with ``reset_dynamo``), the garbage (cases are freed by the cycle collector), and the C heap's free
+    pages (glibc keeps them mapped until ``malloc_trim``: 1.3 GB after timm cspresnet50's causal test)."""
+    import ctypes
+    import gc
+
+    import torch
+
+    if reset_dynamo:
+        torch._dynamo.reset()
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
+
+
 def reset_counters() -> None:
     """Clear dynamo's counters and torch_xla's metrics (not the compiled code)."""
     from torch._dynamo.utils import counters
@@ -68,7 +87,8 @@ def reset_counters() -> None:
 @contextlib.contextmanager
 def clean_state(seed: int, *, reset_dynamo: bool = True) -> Iterator[None]:
     """Reset dynamo (unless the test reuses prepared compiled models), clear counters and metrics,
-    seed every RNG from ``seed``; restore the RNG states afterwards."""
+    seed every RNG from ``seed``; restore the RNG states afterwards and, after a test of its own, give
+    back its memory (:func:`release_memory`)."""
     import torch
 
     saved = _save_rng()
@@ -83,3 +103,5 @@ def clean_state(seed: int, *, reset_dynamo: bool = True) -> Iterator[None]:
     finally:
         torch.set_grad_enabled(grad_enabled)
         _restore_rng(saved)
+        if reset_dynamo:  # a test of its own (not a shared case, whose engine frees it): give its memory back
+            release_memory(reset_dynamo=False)
