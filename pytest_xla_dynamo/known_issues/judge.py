@@ -46,25 +46,16 @@ def judge(applied: Applied, call: pytest.CallInfo[None], rep: pytest.TestReport,
             message = str(excinfo.value)
             unexplained = entry.unexplained(getattr(excinfo.value, "diverging", None) or ())
             if entry.kind != "crash" and entry.raises and not exception_matches(entry.raises, excinfo.value):
-                rep.outcome = "failed"  # a dotted raises= is matched by name here (never imported at collection)
-                del rep.wasxfail
-                explain(rep, entry, f"expected {entry.raises}" + (f" matching {entry.match!r}" if entry.match else "")
-                        + f", got {type_name(excinfo.value)}: {short(message)}", "wrong exception")
-                tag(rep, "other_failure")
+                # a dotted raises= is matched by name here (never imported at collection)
+                other_failure(rep, entry, _expected_got(entry, excinfo.value), "wrong exception")
             elif not entry.matches(message):
-                rep.outcome = "failed"
-                del rep.wasxfail
-                explain(rep, entry, f"expected {entry.raises} matching {entry.match!r}, got "
-                                    f"{type_name(excinfo.value)} with another message:\n{short(message)}",
-                        "wrong message")
-                tag(rep, "other_failure")
+                other_failure(rep, entry, f"expected {entry.raises} matching {entry.match!r}, got "
+                                          f"{type_name(excinfo.value)} with another message:\n{short(message)}",
+                              "wrong message")
             elif unexplained:
-                rep.outcome = "failed"
-                del rep.wasxfail
                 shown = ", ".join(unexplained[:6]) + (f", +{len(unexplained) - 6} more" if len(unexplained) > 6 else "")
-                explain(rep, entry, f"diverging beyond the known issue (it covers {', '.join(entry.diverging)}): "
-                                    f"{shown}\n{short(message)}", "more diverges")
-                tag(rep, "other_failure")
+                other_failure(rep, entry, f"diverging beyond the known issue (it covers {', '.join(entry.diverging)}): "
+                                          f"{shown}\n{short(message)}", "more diverges")
             else:
                 tag(rep, "reproduced")
         elif excinfo is not None and rep.failed:
@@ -72,10 +63,8 @@ def judge(applied: Applied, call: pytest.CallInfo[None], rep: pytest.TestReport,
                 got = (f"expected the crash (signal {entry.signal or 'any'}), got the exception "
                        f"{type_name(excinfo.value)}: {short(str(excinfo.value))}")
             else:
-                got = (f"expected {entry.raises}" + (f" matching {entry.match!r}" if entry.match else "")
-                       + f", got {type_name(excinfo.value)}: {short(str(excinfo.value))}")
-            explain(rep, entry, got, "wrong exception")
-            tag(rep, "other_failure")
+                got = _expected_got(entry, excinfo.value)
+            other_failure(rep, entry, got, "wrong exception")
         elif rep.failed and rep.when == "call" and str(rep.longrepr).startswith("[XPASS(strict)]"):
             hint = suggestion(entry)
             rep.longrepr = (f"{rep.longrepr}\nknown issue {entry.id} no longer reproduces with "
@@ -97,6 +86,21 @@ def judge(applied: Applied, call: pytest.CallInfo[None], rep: pytest.TestReport,
             tag(rep, "run_passed")
     elif action == "skip" and rep.skipped:
         tag(rep, "skipped")
+
+
+def _expected_got(entry: KnownIssue, exc: BaseException) -> str:
+    """``expected CLASS matching 'MATCH', got CLASS: message``: an exception other than the recorded one."""
+    return (f"expected {entry.raises}" + (f" matching {entry.match!r}" if entry.match else "")
+            + f", got {type_name(exc)}: {short(str(exc))}")
+
+
+def other_failure(rep: pytest.TestReport, entry: KnownIssue, text: str, label: str) -> None:
+    """``rep`` failed otherwise than ``entry`` records: a failure (no longer an xfail) that says how."""
+    rep.outcome = "failed"
+    if hasattr(rep, "wasxfail"):
+        del rep.wasxfail
+    explain(rep, entry, text, label)
+    tag(rep, "other_failure")
 
 
 def explain(rep: pytest.TestReport, entry: KnownIssue, text: str, label: str) -> None:
