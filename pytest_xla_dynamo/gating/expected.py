@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_xla_dynamo.config import MODES
 from pytest_xla_dynamo.fileio import TextFileError, atomic_write_text, read_text
 from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.options import BOOL_VALID, parse_bool
@@ -27,7 +28,6 @@ COLUMNS = ("name", "backend", "mode", "status", "graph_status", "graph_breaks", 
            "recompiles", "flaky", "known_issue")
 GRAPH_FIELDS = ("graph_breaks", "unique_graphs", "fallbacks", "recompiles")
 KEY_COLUMNS = ("name", "backend", "mode")
-MODES = ("train", "infer")  # config.MODES: the modes a case runs in
 GRAPH_STATUSES = ("pass", "fail_graph", "fail_to_run")  # what a graphs-suite record can say
 _EXTRA = "\x00extra"  # where csv.DictReader puts the cells of a row beyond the header's columns
 

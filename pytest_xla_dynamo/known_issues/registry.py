@@ -42,6 +42,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 
 from pytest_xla_dynamo import versions as _versions
+from pytest_xla_dynamo.config import MODES, did_you_mean
 from pytest_xla_dynamo.fileio import TextFileError, read_text
 from pytest_xla_dynamo.known_issues.exceptions import RegistryError, check_exception_name, resolve_exception
 from pytest_xla_dynamo.zoo.spec import TIERS
@@ -56,7 +57,6 @@ BUILTIN_FILE = Path(__file__).with_name("registry.toml")
 DISTRIBUTIONS = _versions.STACK
 #: the distributions ``affects`` may name without their being installed: the stack and the zoo's libraries
 KNOWN_DISTRIBUTIONS = (*DISTRIBUTIONS, "torchvision", "timm", "transformers")
-MODES = ("train", "infer")  # config.MODES (not imported: config is the options' module)
 SIGNALS = tuple(sorted(s.name for s in _signal.Signals))
 
 _STR_FIELDS = ("title", "url", "kind", "raises", "match", "signal", "reproducer", "status", "fixed_in",
@@ -260,14 +260,6 @@ def unknown_names(entries: Iterable[KnownIssue], backends: Sequence[str], models
                 errors.append(f"{where}: known issue {entry.id!r}: {name}: unknown {', '.join(map(repr, bad))}"
                               f"{did_you_mean(bad, valid)}")
     return errors
-
-
-def did_you_mean(bad: Sequence[str], valid: Sequence[str]) -> str:
-    """`` (did you mean 'a', 'b'?)`` with the names of ``valid`` closest to ``bad``, or ``""``."""
-    import difflib
-
-    close = list(dict.fromkeys(c for b in bad for c in difflib.get_close_matches(b, valid, n=3)))
-    return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
 
 
 def _entry_lines(text: str, issue_id: str, occurrence: int = 0) -> tuple[int | None, int | None]:
