@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 LISTED_BY_HELP = "(listed by pytest --help)"
 HELP_VALUES = ("backends", "patches", "collections", "cpu_isas")
 _late_key = pytest.StashKey[bool]()  # the plugin activated during collection: its header lines come after it
+#: the concern plugins, registered as ``xla_dynamo_<name>`` in this order (triage after known issues, so that
+#: its report wrapper sees the judged report); a late activation shows their header lines in this order too
+CONCERNS = ("cpu_isa", "threads", "known_issues", "triage", "isolation", "sharding", "report", "gating")
 
 
 # --- options and configuration ---------------------------------------------------------------------
@@ -126,13 +129,13 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     from pytest_xla_dynamo.timing.threads import ThreadBudgetPlugin
     from pytest_xla_dynamo.triage.plugin import TriagePlugin
 
-    # the concern plugins, each given the session (none of them imports torch); triage after known
-    # issues, so that its report wrapper sees the judged report
-    for name, factory in (("cpu_isa", CpuIsaPlugin), ("threads", ThreadBudgetPlugin),
-                          ("known_issues", KnownIssuesPlugin), ("triage", TriagePlugin),
-                          ("isolation", IsolationPlugin), ("sharding", ShardingPlugin),
-                          ("report", ReportPlugin), ("gating", GatingPlugin)):
-        manager.register(factory(session), f"xla_dynamo_{name}")
+    # the concern plugins, each given the session (none of them imports torch), in the order of CONCERNS
+    factories: dict[str, Callable[[XlaSession], object]] = {
+        "cpu_isa": CpuIsaPlugin, "threads": ThreadBudgetPlugin, "known_issues": KnownIssuesPlugin,
+        "triage": TriagePlugin, "isolation": IsolationPlugin, "sharding": ShardingPlugin, "report": ReportPlugin,
+        "gating": GatingPlugin}
+    for name in CONCERNS:
+        manager.register(factories[name](session), f"xla_dynamo_{name}")
     return session
 
 
@@ -173,7 +176,7 @@ def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
     if not (_active(config) and config.stash.get(_late_key, False) and get_session(config).runs_xla):
         return []  # nothing of the plugin was selected: nothing to say
     lines = [_header_line(config)]
-    for name in ("cpu_isa", "threads", "known_issues", "triage", "isolation", "sharding", "report", "gating"):
+    for name in CONCERNS:
         plugin = config.pluginmanager.get_plugin(f"xla_dynamo_{name}")
         header = getattr(plugin, "pytest_report_header", None)
         found = header(config=config) if header is not None else None
