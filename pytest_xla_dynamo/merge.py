@@ -23,9 +23,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_xla_dynamo.records import CaseRecord, sort_records
+
+if TYPE_CHECKING:
+    from pytest_xla_dynamo.gating.expected import CaseRow
+    from pytest_xla_dynamo.gating.labels import Key
 
 JSON_NAME = "xla-dynamo.jsonl"
 DEFAULT_FORMATS = ("csv", "json", "png")
@@ -154,24 +158,7 @@ def table_lines(records: Sequence[CaseRecord]) -> list[str]:
     return lines
 
 
-def main(argv: Sequence[str]) -> int:
-    """``python -m pytest_xla_dynamo merge``: exit 0 (merged; gate passed or none), 1 (gate failed),
-    4 (bad arguments or shards that cannot be merged; nothing written)."""
-    from pytest_xla_dynamo.gating import (
-        cases_from_records,
-        compare,
-        merge_update,
-        read_expected,
-        render_markdown,
-        timing_from_records,
-        write_expected,
-    )
-    from pytest_xla_dynamo.gating.expected import ExpectedFileError
-    from pytest_xla_dynamo.gating.paths import write_summary
-    from pytest_xla_dynamo.gating.render import terminal_lines, verdict_line
-    from pytest_xla_dynamo.report import write_reports
-    from pytest_xla_dynamo.report.writer import FILE_FORMATS
-
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pytest_xla_dynamo merge", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the merged report set")
     parser.add_argument("--expected", type=Path, help="expected-results CSV: one gate verdict over all shards")
@@ -182,8 +169,48 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--update-expected", action="store_true",
                         help="rewrite --expected from the shards (keeps rows no shard ran) instead of gating")
     parser.add_argument("shards", nargs="+", type=Path, metavar="SHARD_DIR", help="a shard's --xla-report-dir")
+    return parser
+
+
+def _inputs(args: argparse.Namespace, formats: Sequence[str]) -> tuple[list[Shard], dict[Key, CaseRow] | None]:
+    """The shards and the expected file (None: none given, or one ``--update-expected`` creates), read and
+    checked with every output before anything is printed or written: MergeError (or ExpectedFileError) otherwise."""
+    from pytest_xla_dynamo.gating import read_expected
+
+    if args.update_expected and args.expected is None:
+        raise MergeError("--update-expected needs --expected FILE (the file to rewrite)")
+    if args.expected is not None and args.expected.is_dir():
+        raise MergeError(f"--expected: {str(args.expected)!r} is a directory; valid: an expected-results CSV file")
+    if args.expected is not None and not args.expected.exists() and not args.update_expected:
+        raise MergeError(f"--expected: no such file {str(args.expected)!r}")
+    shards = [read_shard(folder) for folder in args.shards]
+    check_shards(shards)
+    expected = read_expected(args.expected) if args.expected is not None and args.expected.is_file() else None
+    problems = output_problems(args.out, formats, args.summary, args.expected, args.update_expected)
+    if problems:
+        raise MergeError("\n".join(problems) + "\nnothing written")
+    return shards, expected
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m pytest_xla_dynamo merge``: exit 0 (merged; gate passed or none), 1 (gate failed),
+    4 (bad arguments or shards that cannot be merged; nothing written)."""
+    from pytest_xla_dynamo.gating import (
+        cases_from_records,
+        compare,
+        merge_update,
+        render_markdown,
+        timing_from_records,
+        write_expected,
+    )
+    from pytest_xla_dynamo.gating.expected import ExpectedFileError
+    from pytest_xla_dynamo.gating.paths import write_summary
+    from pytest_xla_dynamo.gating.render import terminal_lines, verdict_line
+    from pytest_xla_dynamo.report import write_reports
+    from pytest_xla_dynamo.report.writer import FILE_FORMATS
+
     try:
-        args = parser.parse_args(list(argv))
+        args = _parser().parse_args(list(argv))
     except SystemExit as exc:
         return 4 if exc.code else 0
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
@@ -191,18 +218,7 @@ def main(argv: Sequence[str]) -> int:
     if bad:
         return _error(f"--formats: invalid value {','.join(bad)!r}; valid: {', '.join(FILE_FORMATS)}")
     try:
-        if args.update_expected and args.expected is None:
-            raise MergeError("--update-expected needs --expected FILE (the file to rewrite)")
-        if args.expected is not None and args.expected.is_dir():
-            raise MergeError(f"--expected: {str(args.expected)!r} is a directory; valid: an expected-results CSV file")
-        if args.expected is not None and not args.expected.exists() and not args.update_expected:
-            raise MergeError(f"--expected: no such file {str(args.expected)!r}")
-        shards = [read_shard(folder) for folder in args.shards]
-        check_shards(shards)
-        expected = read_expected(args.expected) if args.expected is not None and args.expected.is_file() else None
-        problems = output_problems(args.out, formats, args.summary, args.expected, args.update_expected)
-        if problems:
-            raise MergeError("\n".join(problems) + "\nnothing written")
+        shards, expected = _inputs(args, formats)
     except (MergeError, ExpectedFileError) as exc:
         return _error(str(exc))
     records = merge_records(shards)
