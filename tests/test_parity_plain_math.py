@@ -1,6 +1,7 @@
 """References that can arbitrate (issue 27): plain_math() switches eager's fast paths off and back on; the fast-path
 check finds where eager's fast path and its plain path disagree (a padded nn.TransformerEncoder in eval); on the real
-stack a padded encoder's inference parity passes, or fails with eager's fast path named and no known-issue proposal."""
+stack a padded encoder's inference parity passes, and where the references take eager's fast path it fails with that
+fast path named and no known-issue proposal."""
 
 from __future__ import annotations
 
@@ -97,8 +98,26 @@ def test_padded_encoder(xla_parity, backend):
 """
 
 
-def _session(pytester: pytest.Pytester) -> tuple[pytest.RunResult, list[dict[str, Any]]]:
+#: a conftest that runs parity's references as parity/run.py did before they ran on the plain math path: on eager's
+#: fast paths (the triage's own reruns stay plain)
+REFERENCES_ON_FAST_PATHS = """
+import contextlib
+import importlib
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _references_on_fast_paths(monkeypatch):
+    run = importlib.import_module("pytest_xla_dynamo.parity.run")  # the module (parity.run is also the function)
+    monkeypatch.setattr(run, "plain_math", contextlib.nullcontext)
+"""
+
+
+def _session(pytester: pytest.Pytester, conftest: str = "") -> tuple[pytest.RunResult, list[dict[str, Any]]]:
     pytester.makepyfile(models=ENCODER, test_padded=TESTS)
+    if conftest:
+        pytester.makeconftest(conftest)
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist",
                                            "--xla-report=json", "--xla-report-dir=rep", timeout=600)
     lines = (pytester.path / "rep" / "xla-dynamo.jsonl").read_text().splitlines()
@@ -109,32 +128,28 @@ def _session(pytester: pytest.Pytester) -> tuple[pytest.RunResult, list[dict[str
 
 
 @pytest.mark.xla
-def test_padded_encoder_passes_or_names_eager_fast_path(pytester: pytest.Pytester) -> None:
-    """Done-when of issue 27: on both XLA backends the padded encoder passes (references on the plain path), or
-    fails with eager's fast path named as the difference, no known-issue entry proposed and no failed
-    localization."""
-    result, records = _session(pytester)
+def test_eager_fast_path_named_where_the_references_take_it(pytester: pytest.Pytester) -> None:
+    """Done-when of issue 27, the failing half: where the references run on eager's fast path (as parity/run.py's did
+    before they ran plain), the padded encoder fails on both XLA backends with eager's fast path named as the
+    difference, no known-issue entry proposed and no failed localization."""
+    result, records = _session(pytester, REFERENCES_ON_FAST_PATHS)
     out = result.stdout.str()
-    passed = [r for r in records if r["status"] == "pass"]
-    result.assert_outcomes(passed=len(passed), failed=len(records) - len(passed))
+    result.assert_outcomes(failed=2)
     for record in records:
-        if record["status"] == "pass":
-            continue
         assert record["status"] == "fail_accuracy", record
         triage = record["extra"]["triage"]
         assert triage["classification"] == "eager_fast_path", triage
         assert triage["verdict"][0].startswith("the difference is eager's, not the backend's"), triage
         assert triage["snippet"] == [] and triage["localization"] == [], triage
-    if len(passed) < len(records):
-        assert "nested-tensor fast path of nn.TransformerEncoder" in out
-        assert "no known-issue entry proposed: eager's fast path differs" in out
-        assert "[[issue]]" not in out and "localization failed" not in out, out
+    assert "nested-tensor fast path of nn.TransformerEncoder" in out
+    assert "no known-issue entry proposed: eager's fast path differs" in out
+    assert "[[issue]]" not in out and "localization failed" not in out, out
 
 
 @pytest.mark.xla
 def test_references_run_on_the_plain_path(pytester: pytest.Pytester) -> None:
     """Integration with parity/run.py: with the references on the plain math path, the padded encoder's inference
-    matches on trace_everytime (XLA computes the padded rows as the plain path does)."""
+    matches on both XLA backends (XLA computes the padded rows as the plain path does)."""
     result, records = _session(pytester)
     assert [r["status"] for r in records] == ["pass", "pass"], records
     result.assert_outcomes(passed=2)
