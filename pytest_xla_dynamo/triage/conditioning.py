@@ -21,7 +21,6 @@ what the rerun saw.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from pytest_xla_dynamo.cases import PreparedCase, collect
 from pytest_xla_dynamo.engine import CaseEngine
 from pytest_xla_dynamo.parity.compare import Tolerance
 from pytest_xla_dynamo.parity.plain_math import plain_math
-from pytest_xla_dynamo.triage.localize import _start_model, fresh_compile
+from pytest_xla_dynamo.triage.localize import fresh_compile, start_of_step
 
 if TYPE_CHECKING:
     import torch
@@ -205,9 +204,7 @@ def check_conditioning(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend
 def _check(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
            patches: Sequence[str]) -> Conditioning:
     with plain_math():
-        key, model, inputs = _start_model(engine, spec, mode, step, patches)
-        fp64_model = copy.deepcopy(model).double()
-        fp64_inputs = tuple(t.double() if t.is_floating_point() else t for t in inputs)
+        key, model, inputs, fp64_model, fp64_inputs = start_of_step(engine, spec, mode, step, patches)
         eager, _ = _run_step(PreparedCase(key, spec, engine.eager, model, inputs), step)
         found = Conditioning(step)
         fp64, x64 = _run_step(PreparedCase(key, spec, engine.eager, fp64_model, fp64_inputs), step, None, found.types)

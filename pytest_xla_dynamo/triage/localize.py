@@ -106,9 +106,12 @@ def _module_type(model: torch.nn.Module, name: str) -> str:
         return "?"
 
 
-def _start_model(engine: CaseEngine, spec: zoo.ModelSpec, mode: str, step: int,
-                 patches: Sequence[str]) -> tuple[Any, torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """Eager's CPU model at the start of ``step`` (its steps before it run on CPU eager), and the inputs."""
+def start_of_step(
+        engine: CaseEngine, spec: zoo.ModelSpec, mode: str, step: int, patches: Sequence[str],
+) -> tuple[Any, torch.nn.Module, tuple[torch.Tensor, ...], torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """Eager's CPU model at the start of ``step`` (its steps before it run on CPU eager) and its inputs, and their
+    fp64 copies: ``(key, model, inputs, fp64_model, fp64_inputs)``, what a rerun of the step starts from (the
+    localization here, the conditioning check). Call it inside :func:`plain_math`, as the references run."""
     eager = engine.eager
     key = engine.key(spec, eager, mode, patches)
     model, inputs = engine.build(key, spec)
@@ -117,7 +120,9 @@ def _start_model(engine: CaseEngine, spec: zoo.ModelSpec, mode: str, step: int,
         for _ in iter_trace(walker, step - 1, PHASE):
             pass
         model = copy.deepcopy(walker.model)
-    return key, model, inputs
+    fp64_model = copy.deepcopy(model).double()
+    fp64_inputs = tuple(t.double() if t.is_floating_point() else t for t in inputs)
+    return key, model, inputs, fp64_model, fp64_inputs
 
 
 def localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
@@ -134,9 +139,7 @@ def localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: st
 def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
               buffers: Sequence[str], patches: Sequence[str]) -> list[str]:
     with plain_math():  # the references on eager's plain path, as parity's (XLA never takes the fast paths)
-        key, model, inputs = _start_model(engine, spec, mode, step, patches)
-        fp64_model = copy.deepcopy(model).double()
-        fp64_inputs = tuple(t.double() if t.is_floating_point() else t for t in inputs)
+        key, model, inputs, fp64_model, fp64_inputs = start_of_step(engine, spec, mode, step, patches)
         ref_out, ref_grads = _Hooked(PreparedCase(key, spec, engine.eager, model, inputs)).run(step)
         fp64_out, fp64_grads = _Hooked(PreparedCase(key, spec, engine.eager, fp64_model, fp64_inputs)).run(step)
     res_key = engine.key(spec, backend, mode, patches)
