@@ -70,19 +70,28 @@ def deselect_modes(session: XlaSession, items: list[pytest.Item]) -> None:
         items[:] = keep
 
 
+#: the order of a (model, mode)'s shared-case tests, by the fixture that runs them: parity first (its eager and
+#: fp64 references run before the backend's case is built, never beside it), timing last (its eager baseline
+#: case joins the backend's only then); everything else between
+CASE_ORDER = {"xla_parity": 0, "xla_timing": 2}
+
+
 def order_by_model(items: list[pytest.Item]) -> None:
-    """Run the shared-case tests model by model and, within a model, mode by mode (stable otherwise), so
-    each (model, mode)'s prepared cases are built and compiled once and freed before the next's."""
+    """Run the shared-case tests model by model, within a model mode by mode, and within a mode parity
+    first and timing last (:data:`CASE_ORDER`; stable otherwise), so each (model, mode)'s prepared cases are
+    built and compiled once, freed before the next's, and never held beside a parity reference's runs."""
     order = {name: i for i, name in enumerate(zoo.model_names())}
 
-    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int, int]:
         index, item = pair
         model = model_param(item)
         if model is None or item.get_closest_marker("xla_shared_case") is None:
-            return (-1, -1, index)  # everything else keeps its place, first
+            return (-1, -1, -1, index)  # everything else keeps its place, first
         modes = item_modes(item)
         mode = MODES.index(modes[0]) if len(modes) == 1 and modes[0] in MODES else len(MODES)
-        return (order.get(model, len(order)), mode, index)
+        fixtures = getattr(item, "fixturenames", ())
+        rank = min((r for name, r in CASE_ORDER.items() if name in fixtures), default=1)
+        return (order.get(model, len(order)), mode, rank, index)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=key)]
 
