@@ -79,12 +79,14 @@ class XlaParity:
             triage.no_proposal = "the case failed before the backend was compared (not an upstream problem of it)"
         xcfg = self.session.xcfg
         deep = result.status == "fail_accuracy" and wants_deep_triage(xcfg.triage, applied)
+        notes: list[str] = []  # the diagnoses' outcomes that decided nothing, listed after the localization
         if deep and not self._plain_references:  # references on eager's fast paths: are they what differs?
             fast = self._fast_path(spec, mode, result)
             if fast.explains(triage.diverging):
                 triage.verdict, triage.classification = fast.verdict(), "eager_fast_path"
                 triage.no_proposal = "eager's fast path differs, not the backend (not an upstream problem of it)"
                 deep = False  # the reruns would compare against the same fast path
+            notes += [f"eager's fast-path check did not run: {fast.error}"] if fast.error else []
         registry = self.session.known_issues if self.session.known_issues is not None else ()
         if deep and result.divergences:
             from pytest_xla_dynamo.triage.conditioning import MECHANISM, check_conditioning
@@ -96,14 +98,13 @@ class XlaParity:
             todo = set(not_yet_explained(registry, triage.failure()))
             focus = next((d for d in result.divergences if d.tensor in todo), result.divergences[0])
             patches = self.engine.patch_names(spec)
-            checked: list[str] = []
             if mode == "train" and (focus.step > 1 or focus.group == "grads"):  # a sign flip's symptoms
                 found = check_conditioning(self.engine, spec, backend, mode, result.tolerance, focus.step, patches)
                 if found.explains:
                     triage.verdict, triage.classification = found.lines(backend.name), "ill_conditioned"
                     triage.no_proposal = "ill-conditioned (an activation's sign flip), not a backend bug"
                     deep = False
-                checked = found.lines(backend.name) if not found.explains else []
+                notes += found.lines(backend.name) if not found.explains else []
                 if found.disproves:
                     triage.ruled_out[MECHANISM] = "no activation sign flip explains it (checked)"
             if deep:
@@ -111,7 +112,7 @@ class XlaParity:
                 where = f"localized at step {focus.step}, {focus.tensor} (not yet explained)" \
                     if focus is not result.divergences[0] else ""
                 triage.localization = [*([where] if where else []), *localize(
-                    self.engine, spec, backend, mode, result.tolerance, focus.step, buffers, patches), *checked]
+                    self.engine, spec, backend, mode, result.tolerance, focus.step, buffers, patches), *notes]
                 triage.graph_split = diagnose(self.engine, spec, backend, mode, result.tolerance, result)
         return triage.analyze(registry, installed_versions())
 
