@@ -35,6 +35,13 @@ def test_find_flips_and_verdict_text() -> None:
     still = Conditioning(1, flips, values, beyond_fp64=["grad 0.weight"], beyond_flipped=["grad 0.weight"])
     assert not still.explains and "still beyond: grad 0.weight" in still.lines("b")[0]
     assert not Conditioning(1, note="no activation input changes side").explains
+    # what rules the sign-flip mechanism out: no flip at all, or still beyond with the flips; never a check that
+    # could not decide (failed, too many flips, a rerun that does not diverge), nor one that explains
+    assert still.disproves and not found.disproves
+    assert Conditioning(1, note="no activation input changes side (4 elements compared)").disproves
+    for note in ("the check failed: RuntimeError: x", "65 activation inputs change side: more than rounding",
+                 "the rerun from eager's weights does not diverge beyond 2x eager's error"):
+        assert not Conditioning(1, flips, values, note=note).disproves, note
 
 
 MODELS = """
@@ -171,3 +178,5 @@ def test_one_flip_is_ill_conditioned_and_a_real_divergence_is_not(pytester: pyte
     assert "first diverging gradient in backward order: 0 (Linear)" in localization, localization
     assert "activation sign flips checked at step 1: no activation input changes side (64 elements compared)" \
         in localization, localization
+    assert "not local:activation-sign-flip-grads*: no activation sign flip explains it (checked)" in out  # ruled out
+    assert not any(m["id"].startswith("local:activation-sign-flip-grads") for m in drift["matches"]), drift

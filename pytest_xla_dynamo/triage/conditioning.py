@@ -43,6 +43,7 @@ KINKED = ("ReLU", "LeakyReLU", "PReLU", "ReLU6", "RReLU")  # activation modules 
 MAX_FLIPS = 64  # more sign changes than this are a divergence of the activations, not rounding
 FACTOR = 2.0  # same()'s multiplier: a tensor is beyond when its error is over FACTOR x eager's (plus tol / 10)
 FlipSet = dict[str, list[tuple[int, ...]]]  # activation call -> flipped element indices
+NO_FLIP = "no activation input changes side"  # the note of a check that found no flip (it disproves the mechanism)
 
 
 class _Activations:
@@ -121,8 +122,9 @@ class Conditioning:
     def disproves(self) -> bool:
         """The check ran and found the flips do not explain the divergence (none at all, or still beyond with
         them flipped): the sign-flip mechanism is not its cause."""
-        ran = not self.note or self.note.startswith("no activation input changes side")
-        return ran and not self.explains and (not self.flip_count or bool(self.beyond_flipped))
+        if self.note:  # only "no flip at all" decides; the other notes say why the check could not
+            return self.note.startswith(NO_FLIP)
+        return not self.explains  # it ran to the end: flips, a divergence, and still beyond with them flipped
 
     @property
     def flip_count(self) -> int:
@@ -217,7 +219,7 @@ def _check(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str,
     if not x64:
         found.note = "the model has no ReLU-like activation module to check"
     elif not found.flip_count:
-        found.note = f"no activation input changes side ({found.activations} elements compared)"
+        found.note = f"{NO_FLIP} ({found.activations} elements compared)"
     elif found.flip_count > MAX_FLIPS:
         found.note = (f"{found.flip_count} activation inputs change side: more than rounding near zero "
                       f"(at most {MAX_FLIPS} count)")
