@@ -5,8 +5,8 @@
 
 Runs the suites once, in one pytest process, with ``benchmarks/memory_probe.py`` recording after each test the
 process's RSS and its peak since the model's first test began. Prints per model: its tests, the RSS after its
-last test, its own peak; then the RSS after the first and after the last model, and the session's peak as GNU
-time would say it (the largest ``ru_maxrss`` of the pytest process and of its children). With ``--single``,
+last test, its own peak; then the RSS after the first and after the last model, and the session's peak (the
+probe's ``session_peak_kb``: the probe's resets of the peak also reset what GNU time would report). With ``--single``,
 each model's largest test (the one that set its peak) runs again alone in a fresh process, and the table
 adds that single-case peak and the ratio of the model's peak in the session to it. Figures only: nothing
 is asserted.
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -33,16 +32,14 @@ SUITES = {"graphs": "suites/test_graphs.py", "parity": "suites/test_inference_pa
 GB = 1e6  # kB per GB (10**9 bytes), as the report's columns
 
 
-def _pytest(args: list[str], probe: Path) -> tuple[int, float, int]:
-    """Run pytest with the probe; (exit status, wall seconds, the largest child ru_maxrss in kB)."""
+def _pytest(args: list[str], probe: Path) -> tuple[int, float]:
+    """Run pytest with the probe; (exit status, wall seconds)."""
     env = dict(os.environ, XLA_MEMORY_PROBE=str(probe), PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "benchmarks"), os.environ.get("PYTHONPATH")])))
     start = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     done = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "memory_probe", "-p", "no:cacheprovider",
                            "-q", "-p", "no:randomly"], cwd=REPO, env=env, check=False)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return done.returncode, time.perf_counter() - start, peak if peak > before else before
+    return done.returncode, time.perf_counter() - start
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -68,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         probe = Path(args.out) if args.out else Path(tmp) / "probe.jsonl"
         probe.unlink(missing_ok=True)
         common = [f"--xla-backend={args.backends}", *rest]
-        status, wall, peak = _pytest([*files, f"--xla-models={','.join(models)}", *common], probe)
-        lines = [d for d in _lines(probe) if d.get("model")]
+        status, wall = _pytest([*files, f"--xla-models={','.join(models)}", *common], probe)
+        every = _lines(probe)
+        peak = max((d.get("session_peak_kb", d["hwm_kb"]) for d in every), default=0)
+        lines = [d for d in every if d.get("model")]
         rows = []
         after: dict[str, float] = {}
         for model in models:
@@ -95,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         first, last = next(iter(after.items())), list(after.items())[-1]
         print(f"RSS after the first model ({first[0]}): {first[1]:.2f} GB; after the last ({last[0]}): "
               f"{last[1]:.2f} GB; difference {last[1] - first[1]:+.2f} GB")
-    print(f"session peak RSS (largest ru_maxrss of pytest and its children): {peak / GB:.2f} GB; "
+    print(f"session peak RSS: {peak / GB:.2f} GB; "
           f"wall {wall:.0f} s; pytest exit status {status}")
     return status
 

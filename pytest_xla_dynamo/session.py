@@ -56,6 +56,7 @@ class XlaSession:
         self.child_output: Path | None = Path(child) if child else None
         self.known_issues: Any = None  # the known_issues.Registry, set by the known-issues plugin
         self.worker_records: dict[str, int] = {}  # controller: records received per worker
+        self.worker_peaks: dict[str, int] = {}  # controller: each worker's peak resident memory, kB
         self.recovered_records: dict[str, int] = {}  # controller: records of dead workers, from their reports
         self.dead_workers: list[str] = []  # controller: workers that died before their end
         self.snapshot_cleanup_off = False  # controller: syrupy's unused-snapshot cleanup switched off (a dead worker)
@@ -117,14 +118,18 @@ class XlaSession:
         records = output.get("records") or []
         self.store.extend(CaseRecord.from_dict(d) for d in records)
         self.worker_records[worker] = len(records)
+        if isinstance(output.get("peak_rss_kb"), int):
+            self.worker_peaks[worker] = output["peak_rss_kb"]
         shard = output.get("shard")
         if shard and self.shard_counts is None:
             self.shard_counts = (int(shard[0]), int(shard[1]))
 
     def worker_output(self) -> dict[str, Any]:
         """What a worker sends to the controller at the end of its session."""
+        from pytest_xla_dynamo.timing.memory import process_peak_kb
+
         return {"records": [r.to_dict() for r in self.store],
-                "shard": list(self.shard_counts) if self.shard_counts else None}
+                "shard": list(self.shard_counts) if self.shard_counts else None, "peak_rss_kb": process_peak_kb()}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -142,6 +142,8 @@ def check_files(out: Path) -> None:
     } | {(m, "trace_once", "train", "parity") for m in ("resnet18", "resnet50", "alexnet")}
     env = parsed[0]["environment"]
     assert env["PJRT_DEVICE"] == "CPU" and env["iterations_per_run"] == 1 and env["seed"] == 1337
+    memory = env["memory"]  # the session's peak resident memory: the largest of its processes'
+    assert memory["peak_rss_kb"] == max(memory["processes_peak_rss_kb"].values()) > 10_000
     data = (out / "xla-dynamo.png").read_bytes()
     assert len(data) > 1000 and data.startswith(PNG_MAGIC)
 
@@ -187,8 +189,9 @@ def test_plugin_with_xdist(pytester: pytest.Pytester) -> None:
     counts = [int(part.split(": ")[1]) for part in line.split("(")[1].rstrip(")").split(", ")]
     assert sum(counts) == N_TIMING + N_PARITY
     check_files(pytester.path / "out")
-    assert json.loads((pytester.path / "out" / "xla-dynamo.jsonl").read_text().splitlines()[0])[
-        "environment"]["xdist_workers"] == 2
+    env = json.loads((pytester.path / "out" / "xla-dynamo.jsonl").read_text().splitlines()[0])["environment"]
+    assert env["xdist_workers"] == 2
+    assert set(env["memory"]["processes_peak_rss_kb"]) == {"this process", "gw0", "gw1"}  # each worker said
     # the workers wrote nothing: when their sessionfinish was over, the report folder did not exist
     assert (pytester.path / "witness-gw0").read_text() == "[]"
     assert (pytester.path / "witness-gw1").read_text() == "[]"

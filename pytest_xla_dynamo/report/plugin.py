@@ -28,6 +28,7 @@ from pytest_xla_dynamo.records import CaseRecord, sort_records
 from pytest_xla_dynamo.report.jsonl import environment_info
 from pytest_xla_dynamo.report.tables import speedup_tables, status_table
 from pytest_xla_dynamo.report.writer import ReportSet, Terminated, file_formats
+from pytest_xla_dynamo.timing.memory import process_peak_kb, session_peaks
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
@@ -101,6 +102,7 @@ class ReportPlugin:
             numprocesses = getattr(self.config.option, "numprocesses", None)
             workers = numprocesses if isinstance(numprocesses, int) else 0
         environment = environment_info(xcfg, argv=self.config.invocation_params.args, workers=workers)
+        environment["memory"] = session_peaks(process_peak_kb(), self.session.worker_peaks)
         reports = self.reports = ReportSet(records, formats, xcfg.report_dir, environment, xcfg.baseline_backend)
         try:
             reports.write()

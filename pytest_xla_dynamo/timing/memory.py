@@ -11,7 +11,8 @@ They are filled only with a per-case figure:
   when the other side is not on the same device. XLA:CPU reports no allocator statistics at all
   (torch_xla 2.9: "UNIMPLEMENTED: GetAllocatorStats is not supported").
 
-What was read, and why a column is empty, goes to the record's ``extra["memory"]`` (the JSON report).
+What was read, and why a column is empty, goes to the record's ``extra["memory"]`` (the JSON report). A
+session's own peak (:func:`process_peak_kb`, with its xdist workers') goes to the JSON report's environment.
 """
 
 from __future__ import annotations
@@ -27,6 +28,22 @@ CPU_REASON = ("on the CPU only the process-wide peak RSS (ru_maxrss) exists, whi
 SHARED_PEAK = ("the XLA device's peak_bytes_used is the process's peak since it started, not this case's: "
                "a per-case figure needs --xla-isolate")
 SAME_DEVICE = "baseline and backend share the XLA device, whose peak_bytes_used covers both"
+
+
+def process_peak_kb() -> int:
+    """This process's peak resident memory in kB, or its waited-for children's where larger (an isolated
+    test's child): ``ru_maxrss``, what GNU time reports."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return max(own.ru_maxrss, children.ru_maxrss)
+
+
+def session_peaks(own_kb: int, workers: dict[str, int]) -> dict[str, Any]:
+    """The environment's ``memory``: the session's peak resident memory (the largest of its processes') in kB,
+    and each process's: ``this process`` and every xdist worker that said."""
+    processes = {"this process": own_kb, **workers}
+    return {"peak_rss_kb": max(processes.values()), "processes_peak_rss_kb": processes}
 
 
 def device_memory(backend: Backend) -> dict[str, Any]:
