@@ -70,6 +70,12 @@ ACTIVE_KEY = pytest.StashKey[bool]()
 ACTIVATE_KEY = pytest.StashKey[Callable[[], Any]]()
 
 
+def register_markers(config: pytest.Config) -> None:
+    """Declare :data:`MARKERS` (``pytest --markers``; ``--strict-markers`` accepts them)."""
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+
+
 def needs_xla(item: pytest.Item) -> bool:
     """Whether ``item`` needs torch and torch_xla: the ``xla`` marker or one of :data:`XLA_FIXTURES`."""
     return item.get_closest_marker("xla") is not None or bool(

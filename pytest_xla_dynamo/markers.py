@@ -25,12 +25,6 @@ TOLERANCE_VALID = "both atol= and rtol= (finite numbers >= 0), or tol= (a finite
 SEED_VALID = int_range(0, SEED_MAX)
 
 
-def register(config: pytest.Config) -> None:
-    """Declare :data:`MARKERS` (``pytest --markers``; ``--strict-markers`` accepts them)."""
-    for line in MARKERS:
-        config.addinivalue_line("markers", line)
-
-
 # --- accessors ---------------------------------------------------------------------------------------
 
 

@@ -68,8 +68,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    for line in activation.MARKERS:  # markers.register, without importing what validates them
-        config.addinivalue_line("markers", line)
+    activation.register_markers(config)  # declared by a dormant plugin too (markers.py validates them when active)
     if activation.eager_reason(config) is not None:
         _activate(config)
     else:
