@@ -92,14 +92,9 @@ class GraphCheck:
                   repro: str, harness: str = "") -> None:
         """The failure's triage, naming the case (model, backend, mode); ``harness``: why it is not a
         backend problem (a missing snapshot), so that no known-issue entry is proposed for it."""
-        from pytest_xla_dynamo.known_issues import applied_issue
-        from pytest_xla_dynamo.triage import Triage, remember
+        from pytest_xla_dynamo.triage import for_item, remember
 
-        applied = applied_issue(self.item)
-        triage = Triage.from_exception(
-            exc, test=getattr(self.item, "originalname", None) or self.item.name, nodeid=self.item.nodeid,
-            model=spec.name, backend=backend.name, mode=mode, status=status, repro=repro,
-            known=applied.entry.id if applied else "", known_action=applied.action if applied else "")
+        triage = for_item(self.item, exc, model=spec.name, backend=backend.name, mode=mode, status=status, repro=repro)
         if harness:
             triage.verdict, triage.classification = [harness], "harness"
             triage.no_proposal = "a harness artefact, not an upstream problem"

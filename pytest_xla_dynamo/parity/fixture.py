@@ -26,7 +26,7 @@ from pytest_xla_dynamo.parity.plain_math import FastPathCheck, check_fast_path
 from pytest_xla_dynamo.parity.run import PARITY_PHASE, EagerError, ParityError, ParityResult, run
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.repro import repro_command
-from pytest_xla_dynamo.triage import Triage, Where, remember, wants_deep_triage
+from pytest_xla_dynamo.triage import Triage, Where, for_item, remember, wants_deep_triage
 
 if TYPE_CHECKING:
     import torch
@@ -64,12 +64,8 @@ class XlaParity:
         from pytest_xla_dynamo.versions import installed_versions
 
         applied = applied_issue(self.item)
-        name = getattr(self.item, "originalname", None) or self.item.name
-        common: dict[str, Any] = {"nodeid": self.item.nodeid, "model": spec.name, "backend": backend.name,
-                                  "mode": mode, "status": result.status, "repro": repro,
-                                  "known": applied.entry.id if applied else "",
-                                  "known_action": applied.action if applied else ""}
-        triage = Triage.from_exception(error, test=name, **common)
+        triage = for_item(self.item, error, model=spec.name, backend=backend.name, mode=mode, status=result.status,
+                          repro=repro)
         if result.divergences:
             first = result.divergences[0]
             triage.where = Where("comparison", first.step, PARITY_PHASE, backend.name)

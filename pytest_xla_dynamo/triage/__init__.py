@@ -16,7 +16,7 @@ Importing this package imports no torch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -38,6 +38,17 @@ def recalled(item: pytest.Item) -> Triage | None:
     return item.stash.get(triage_key, None)
 
 
+def for_item(item: pytest.Item, exc: BaseException, **fields: Any) -> Triage:
+    """``exc``'s triage as a failure of the test ``item``: its function name and node id, and the known issue the
+    registry applied to it; ``fields``: the case (model, backend, mode, status, repro)."""
+    from pytest_xla_dynamo.known_issues import applied_issue
+
+    applied = applied_issue(item)
+    return Triage.from_exception(exc, test=getattr(item, "originalname", None) or item.name, nodeid=item.nodeid,
+                                 known=applied.entry.id if applied else "",
+                                 known_action=applied.action if applied else "", **fields)
+
+
 def wants_deep_triage(policy: str, applied: Applied | None) -> bool:
     """Whether an accuracy failure gets the reruns (localization, graph split): ``full`` always,
     ``auto`` unless the registry xfails the test (a known failure needs no new diagnosis)."""
@@ -46,4 +57,5 @@ def wants_deep_triage(policy: str, applied: Applied | None) -> bool:
     return policy == "auto" and (applied is None or applied.action != "xfail")
 
 
-__all__ = ["STAGES", "Triage", "Where", "recalled", "remember", "stage", "triage_key", "wants_deep_triage", "where_of"]
+__all__ = ["STAGES", "Triage", "Where", "for_item", "recalled", "remember", "stage", "triage_key", "wants_deep_triage",
+           "where_of"]

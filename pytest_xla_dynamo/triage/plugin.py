@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.triage import Triage, recalled
+from pytest_xla_dynamo.triage import Triage, for_item, recalled
 from pytest_xla_dynamo.triage.longrepr import decorate
 from pytest_xla_dynamo.triage.stages import class_names
 
@@ -54,10 +54,8 @@ class TriagePlugin:
         repro = repro_command(item.nodeid, self.session.xcfg, backend, registry_off=applied is not None,
                               prefix=self.session.repro_prefix) if backend else ""
         modes = test_modes(item)
-        return Triage.from_exception(
-            exc, test=getattr(item, "originalname", None) or item.name, nodeid=item.nodeid,
-            model=_param(item, "xla_model"), backend=backend, mode=modes[0] if len(modes) == 1 else "",
-            repro=repro, known=applied.entry.id if applied else "", known_action=applied.action if applied else "")
+        return for_item(item, exc, model=_param(item, "xla_model"), backend=backend,
+                        mode=modes[0] if len(modes) == 1 else "", repro=repro)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
