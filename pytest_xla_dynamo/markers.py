@@ -165,6 +165,18 @@ def _keywords(marker: Any) -> str:
     return f"{shown} (a keyword argument; the names are positional: @pytest.mark.{marker.name}('a', 'b'))"
 
 
+def _choice_problem(item: Any, marker: Any, values: Sequence[Any], valid: Sequence[str],
+                    aliases: Mapping[str, str]) -> str:
+    """The error line of a marker naming choices (``values``, positional) that are not ``valid``, or given keywords
+    (``""``: none)."""
+    keywords = _keywords(marker)
+    bad = [] if keywords and not values else _choices(values, valid, aliases)
+    if not (keywords or bad):
+        return ""
+    shown = ", ".join(filter(None, (_shown(bad), keywords))) + _hint(bad, valid)
+    return _line(item, marker.name, shown, _valid(valid))
+
+
 def validate_item(item: pytest.Item | Any, *, backends: Sequence[str] | None = None,
                   backend_aliases: Mapping[str, str] | None = None, models: Sequence[str] | None = None,
                   patches: Sequence[str] | None = None, modes: Sequence[str] = MODES,
@@ -197,20 +209,16 @@ def validate_item(item: pytest.Item | Any, *, backends: Sequence[str] | None = N
     for name, valid, aliases in lists:
         values = marker_values(item, name)
         if values is not None:
-            closest = item.get_closest_marker(name)
-            keywords = _keywords(closest)
-            bad = [] if keywords and not values else _choices(values, valid, aliases)
-            if keywords or bad:
-                shown = ", ".join(filter(None, (_shown(bad), keywords))) + _hint(bad, valid)
-                errors.append(_line(item, name, shown, _valid(valid)))
+            problem = _choice_problem(item, item.get_closest_marker(name), values, valid, aliases)
+            if problem:
+                errors.append(problem)
             elif name == "xla_mode" and len(values) > 1:  # a test runs in one mode: train and infer are two tests
                 errors.append(_line(item, name, _shown(values), f"one of {', '.join(valid)} (one mode per test; "
                                     "without the marker a test is tied to no mode)"))
     for marker in item.iter_markers("xla_patch"):  # every level adds patches
-        keywords = _keywords(marker)
-        bad = [] if keywords and not marker.args else _choices(marker.args, patches, {})
-        if keywords or bad:
-            errors.append(_line(item, "xla_patch", ", ".join(filter(None, (_shown(bad), keywords))), _valid(patches)))
+        problem = _choice_problem(item, marker, marker.args, patches, {})
+        if problem:
+            errors.append(problem)
     seed = item.get_closest_marker("xla_seed")
     if seed is not None and (len(seed.args) != 1 or seed.kwargs or _int_seed(seed.args[0]) is None):
         shown = _shown(list(seed.args) or ["(none)"]) + "".join(f", {k}={v!r}" for k, v in seed.kwargs.items())

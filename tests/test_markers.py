@@ -117,6 +117,10 @@ def test_closest_marker_counts_but_every_patch_marker_is_checked() -> None:
     assert errors(m.xla_seed(1), m.xla_seed("module-level")) == []
     # xla_patch adds up over levels: each is checked
     assert len(errors(m.xla_patch("maxpool_to_avgpool"), m.xla_patch("bad"))) == 1
+    # a misspelt patch gets the closest names, as the other markers' names do
+    assert errors(m.xla_patch("maxpool_to_avgpol")) == [
+        "t.py::test_x: @pytest.mark.xla_patch: invalid value 'maxpool_to_avgpol' (did you mean 'maxpool_to_avgpool'?); "
+        "valid: maxpool_to_avgpool, dropout_to_identity"]
 
 
 def test_valid_values_default_to_the_registries(pytestconfig: pytest.Config) -> None:
