@@ -41,7 +41,7 @@ def _with_keywords(model: torch.nn.Module, names: Sequence[str]) -> torch.nn.Mod
     def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         # plain loops: dynamo traces this hook with the model, and counts a generator expression or a set operation
         # on dict keys as unimplemented (recovered, but reported as a partial capture)
-        if not count or len(args) < count:
+        if len(args) < count:  # count > 0: only a case with keyword inputs gets the hook
             return args, kwargs
         for name in names:
             if name in kwargs:  # called by name (a direct call): as it is
@@ -89,8 +89,9 @@ def user_spec(model_factory: Callable[[], torch.nn.Module], inputs: Sequence[tor
     if targets is not None and loss is None:
         raise ValueError("targets need a loss: pass loss=lambda out, targets: ... (e.g. "
                          "torch.nn.functional.cross_entropy)")
-    names = list(kwargs or {})
-    frozen = tuple(_frozen(t) for t in inputs) + tuple(_frozen(kwargs[n]) for n in names)  # type: ignore[index]
+    keywords = dict(kwargs or {})
+    names = list(keywords)
+    frozen = tuple(_frozen(t) for t in inputs) + tuple(_frozen(keywords[n]) for n in names)
     batch = int(frozen[0].shape[0]) if frozen and getattr(frozen[0], "dim", lambda: 0)() else 1
 
     def build(tier: str) -> torch.nn.Module:
