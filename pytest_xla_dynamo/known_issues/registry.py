@@ -34,7 +34,7 @@ import re
 import signal as _signal
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +171,7 @@ def affects_versions(affects: Mapping[str, str], versions: Mapping[str, str | No
 def parse_entry(data: Mapping[str, Any], *, source: str, line: int | None = None,
                 affects_line: int | None = None) -> KnownIssue:
     """Validate one entry (a dict of the registry's fields) into a :class:`KnownIssue`."""
-    where = f"{source}: known issue {data.get('id', '<no id>')!r}"
+    where = f"{source}{f':{line}' if line else ''}: known issue {data.get('id', '<no id>')!r}"  # errors name the line
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
         raise RegistryError(f"{where}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(FIELDS)}")
@@ -304,9 +304,7 @@ def load_file(path: Path) -> list[KnownIssue]:
             raise RegistryError(f"{path}: [[issue]] number {index} is not a table: {entry!r}")
         issue_id = str(entry.get("id", ""))
         line, affects_line = _entry_lines(text, issue_id, sum(1 for e in out if e.id == issue_id.strip()))
-        parsed = parse_entry(entry, source=f"{path}:{line}" if line else str(path), line=line,
-                             affects_line=affects_line)
-        parsed = replace(parsed, source=str(path))
+        parsed = parse_entry(entry, source=str(path), line=line, affects_line=affects_line)
         first = seen.get(parsed.id)
         if first is not None:
             raise RegistryError(f"{path}:{line or '?'}: known issue {parsed.id!r} is defined twice in this file "
