@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 #: and scans the installed packages' entry points: too much for every pytest session of the venv)
 LISTED_BY_HELP = "(listed by pytest --help)"
 HELP_VALUES = ("backends", "patches", "collections", "cpu_isas")
-_late_key = pytest.StashKey[bool]()  # the plugin activated during collection: its header lines come after it
 #: the concern plugins, registered as ``xla_dynamo_<name>`` in this order (triage after known issues, so that
 #: its report wrapper sees the judged report); a late activation shows their header lines in this order too
 CONCERNS = ("cpu_isa", "threads", "known_issues", "triage", "isolation", "sharding", "report", "gating")
@@ -113,7 +112,7 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     session = XlaSession(config, xcfg, registry)
     config.stash[session_key] = session
     config.stash[activation.ACTIVE_KEY] = True
-    config.stash[_late_key] = late
+    session.activated_late = late
     manager = config.pluginmanager
     manager.register(session, "xla_dynamo_session")
     if manager.hasplugin("xdist"):
@@ -172,7 +171,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
     """A plugin activated during collection, where the session runs XLA tests: the header lines it and its
     concern plugins would have shown."""
-    if not (_active(config) and config.stash.get(_late_key, False) and get_session(config).runs_xla):
+    if not (_active(config) and get_session(config).activated_late and get_session(config).runs_xla):
         return []  # nothing of the plugin was selected: nothing to say
     lines = [_header_line(config)]
     for name in CONCERNS:

@@ -62,6 +62,7 @@ class XlaSession:
         self.snapshot_cleanup_off = False  # controller: syrupy's unused-snapshot cleanup switched off (a dead worker)
         self.shard_counts: tuple[int, int] | None = None  # (selected, collected) under --xla-shard
         self.runs_xla = False  # collection selected a test that needs XLA (set at pytest_collection_finish)
+        self.activated_late = False  # the plugin turned on during collection: its header lines follow it
         self.unchecked_snapshots: set[str] = set()  # graph snapshots of cases that failed before comparing
         self._engine: CaseEngine | None = None
 
