@@ -28,8 +28,8 @@ def test_divergences_reads_a_report_folder_or_its_file() -> None:
 def test_divergences_names_a_bad_report(tmp_path: Path) -> None:
     not_json = tmp_path / "notes.txt"
     not_json.write_text("hello\n")
-    for bad, detail in ((tmp_path / "missing.jsonl", "No such file or directory"),
-                        (tmp_path, "No such file or directory"),  # a folder without xla-dynamo.jsonl
+    for bad, detail in ((tmp_path / "missing.jsonl", "missing.jsonl: no such file"),
+                        (tmp_path, "xla-dynamo.jsonl: no such file"),  # a folder without xla-dynamo.jsonl
                         (not_json, "notes.txt:1: not a JSON object")):
         result = _run(str(bad))
         assert result.returncode == 2, result
