@@ -69,7 +69,8 @@ def test_timing_baseline_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "timing.json"
     path.write_text(json.dumps({"suite": "timing", "name": "m", "backend": "b", "mode": "train", "speedup": "x"}))
     # the file and line, the field and its bad value (the strict JSON Lines reader's message)
-    with pytest.raises(ExpectedFileError, match=r"timing\.json:1: not a record: field 'speedup': \"x\" is not a number"):
+    bad = r"timing\.json:1: not a record: field 'speedup': \"x\" is not a number"
+    with pytest.raises(ExpectedFileError, match=bad):
         read_timing_baseline(path)
     with pytest.raises(ExpectedFileError, match="is a directory"):
         read_timing_baseline(tmp_path)
