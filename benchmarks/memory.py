@@ -6,7 +6,7 @@
 Runs the suites once, in one pytest process, with ``benchmarks/memory_probe.py`` recording after each test the
 process's RSS and its peak since the model's first test began. Prints per model: its tests, the RSS after its
 last test, its own peak; then the RSS after the first and after the last model, and the session's peak (the
-probe's ``session_peak_kb``: the probe's resets of the peak also reset what GNU time would report). With ``--single``,
+process's VmHWM, what GNU time reports). With ``--single``,
 each model's largest test (the one that set its peak) runs again alone in a fresh process, and the table
 adds that single-case peak and the ratio of the model's peak in the session to it. Figures only: nothing
 is asserted.

@@ -2,17 +2,18 @@
 
 Loaded with ``-p memory_probe`` (``benchmarks/`` on ``PYTHONPATH``); it appends to the file named by
 ``XLA_MEMORY_PROBE``: ``{"pid", "nodeid", "model", "rss_kb", "hwm_kb", "session_peak_kb"}`` after each test, where
-``rss_kb`` is VmRSS (resident now), ``hwm_kb`` VmHWM, the process's peak since the model's first test began (the
-probe resets the peak there: ``5 > /proc/self/clear_refs``), so a model's largest ``hwm_kb`` is its own peak, and
-``session_peak_kb`` the process's peak so far. The reset also resets what ``getrusage`` (and GNU time) report
-as the process's peak: read ``session_peak_kb`` instead.
-Child processes (an isolated test) load it too: ``-p`` is forwarded to them. No torch here.
+``rss_kb`` is VmRSS (resident now), ``hwm_kb`` the largest RSS since the model's first test began (sampled every
+20 ms by a thread: a model's largest ``hwm_kb`` is its own peak) and ``session_peak_kb`` VmHWM, the process's
+peak so far (what GNU time reports: the probe does not reset it). Child processes (an isolated test) load it
+too: ``-p`` is forwarded to them. No torch here.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -36,18 +37,18 @@ def _model(item: Any) -> str | None:
     return None if spec is None else str(getattr(spec, "name", spec))
 
 
-def reset_peak() -> None:
-    """Start VmHWM again from the current RSS (Linux 4.0+)."""
-    with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
-        fh.write("5")
-
-
 class MemoryProbe:
     def __init__(self, path: str) -> None:
         self.path = path
         self.items: dict[str, Any] = {}
         self.model: str | None = None
-        self.peak = 0  # the largest VmHWM seen before a reset
+        self.model_peak = 0  # the largest sampled RSS since the current model's first test began
+        self._stop = threading.Event()
+        threading.Thread(target=self._sample, name="xla-memory-probe", daemon=True).start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            self.model_peak = max(self.model_peak, status_kb().get("VmRSS", 0))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.items = {item.nodeid: item for item in session.items}
@@ -58,18 +59,21 @@ class MemoryProbe:
         model = _model(item) if item is not None else None
         if model != self.model:
             self.model = model
-            self.peak = max(self.peak, status_kb().get("VmHWM", 0))
-            reset_peak()
+            self.model_peak = status_kb().get("VmRSS", 0)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         item = self.items.get(nodeid)
         mem = status_kb()
+        self.model_peak = max(self.model_peak, mem.get("VmRSS", 0))
         line = {"pid": os.getpid(), "nodeid": nodeid, "model": _model(item) if item is not None else None,
-                "rss_kb": mem.get("VmRSS", 0), "hwm_kb": mem.get("VmHWM", 0),
-                "session_peak_kb": max(self.peak, mem.get("VmHWM", 0))}
+                "rss_kb": mem.get("VmRSS", 0), "hwm_kb": self.model_peak, "session_peak_kb": mem.get("VmHWM", 0),
+                "time": round(time.time(), 1)}
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self._stop.set()
 
 
 def pytest_configure(config: pytest.Config) -> None:
