@@ -1,7 +1,8 @@
 """Parity: a backend's training steps (or inference outputs) compared with CPU eager.
 
 * :mod:`.compare` - tolerances, one tensor, a whole step; every divergence kept (:class:`Divergence`)
-* :mod:`.run` - the eager reference, the lock-step run, the vote (:func:`run`, :class:`ParityResult`)
+* :mod:`.run` - the eager reference (stored), the backend's run compared step by step, the vote (:func:`run`,
+  :class:`ParityResult`)
 * :mod:`.fixture` - :class:`XlaParity`, the ``xla_parity`` fixture's object (records and triage)
 * :mod:`.plain_math` - eager's fast paths off for the references (:func:`plain_math`), and the check whether
   eager's fast path explains a failure

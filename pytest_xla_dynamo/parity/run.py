@@ -1,7 +1,9 @@
-"""Running a parity check: the eager reference, the lock-step run of a backend against it, the vote.
+"""Running a parity check: the eager reference (stored), the backend's run compared against it step by step, the vote.
 
 Training: identical initial weights and inputs; ``steps`` of zero_grad, forward, loss, backward and
-SGD step on the CPU eager reference and on the backend. Every tensor of every step is compared
+SGD step on the CPU eager reference and on the backend, one run at a time: eager's and its fp64 copy's
+steps are stored (:mod:`.store`), then the backend steps and each step is compared as it comes, so a
+process never holds the three runs together. Every tensor of every step is compared
 (:mod:`.compare`); a divergence does not stop the run, so the result lists all of them. Inference: the
 outputs. Statuses use pytorch's benchmark harness's vocabulary. A failure keeps its exception, with
 the stage it surfaced in written on it (:mod:`pytest_xla_dynamo.triage.stages`).
@@ -209,7 +211,7 @@ def run(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, to
         result = ParityResult("fail_to_run", f"{backend.name}: {exc!r}", tolerance=tol, exception=exc)
     else:
         assert ref.eager is not None and ref.fp64 is not None
-        result = _vote([_lockstep(ref.eager, ref.fp64, case, steps, tol, backend)
+        result = _vote([_compare_run(ref.eager, ref.fp64, case, steps, tol, backend)
                         for _ in range(engine.xcfg.accuracy_runs)])
     finally:
         if not shared:
@@ -220,7 +222,7 @@ def run(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, to
     return result
 
 
-def _lockstep(eager: StepStore, fp64: StepStore, case: PreparedCase, steps: int, tol: Tolerance,
+def _compare_run(eager: StepStore, fp64: StepStore, case: PreparedCase, steps: int, tol: Tolerance,
               backend: Backend) -> ParityResult:
     """Step the backend from the initial weights and compare every tensor of each step as it comes with the
     stored eager and fp64 steps (fp64 stays float64: same() applies its RMSE rule only to a float64
