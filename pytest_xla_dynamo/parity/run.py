@@ -223,7 +223,7 @@ def run(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, to
 
 
 def _compare_run(eager: StepStore, fp64: StepStore, case: PreparedCase, steps: int, tol: Tolerance,
-              backend: Backend) -> ParityResult:
+                 backend: Backend) -> ParityResult:
     """Step the backend from the initial weights and compare every tensor of each step as it comes with the
     stored eager and fp64 steps (fp64 stays float64: same() applies its RMSE rule only to a float64
     reference). A divergence does not stop the steps: the result lists every one."""
