@@ -11,7 +11,6 @@ the stage it surfaced in written on it (:mod:`pytest_xla_dynamo.triage.stages`).
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from pytest_xla_dynamo.parity.compare import Divergence, Tolerance, compare_step
 from pytest_xla_dynamo.parity.plain_math import plain_math
 from pytest_xla_dynamo.parity.store import StepStore
 from pytest_xla_dynamo.records import vote
+from pytest_xla_dynamo.state import release_memory
 from pytest_xla_dynamo.triage.stages import stage
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def _stored_run(case: PreparedCase, steps: int) -> StepStore:
             store.add(tensors)
     finally:
         del case
-        gc.collect()  # a case is freed by the cycle collector: free it before the next run is built
+        release_memory(reset_dynamo=False)  # a case is freed by the cycle collector: before the next run is built
     return store
 
 
@@ -161,7 +161,7 @@ def _second_run_differs(first: StepStore, second: PreparedCase, steps: int) -> s
         return None
     finally:
         del second
-        gc.collect()
+        release_memory(reset_dynamo=False)
 
 
 def _check_reference(key: Any, spec: zoo.ModelSpec, eager: Backend, model: torch.nn.Module,
