@@ -143,8 +143,9 @@ class PreparedCase:
             model = copy.deepcopy(cpu_model)
             self.model = place(model.to(dtype) if dtype is not None else model, self.device)
         self.model.train(self.mode == "train")
-        self.inputs = tuple((t.to(dtype) if dtype is not None and t.is_floating_point() else t).to(self.device)
-                            for t in cpu_inputs)
+        # copies (on the CPU too): the inputs are shared with the model's other cases
+        self.inputs = tuple((t.to(dtype) if dtype is not None and t.is_floating_point() else t)
+                            .to(self.device, copy=True) for t in cpu_inputs)
         # detached aliases of cpu_model's tensors (keeping the per-module versions some loaders check: MNASNet)
         self.initial_state = cpu_model.state_dict()
         self.fn: Callable[..., Any] = backend.wrap(self.model)
@@ -162,8 +163,13 @@ class PreparedCase:
         ``detach()``-ed alias (what ``state_dict()`` returns) does not reach the parameter.
         """
         self.model.load_state_dict(self.initial_state)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.drop_grads()
         self.backend.sync()
+
+    def drop_grads(self) -> None:
+        """Let go of the last step's gradients (each step sets them anew): an idle case holds its weights
+        only, not a second model's worth of gradients beside another case's step."""
+        self.optimizer.zero_grad(set_to_none=True)
 
     def _stage(self, name: str) -> stage:
         return stage(name, step=self.step_index, phase=self.phase, backend=self.backend.name)
@@ -218,6 +224,7 @@ class PreparedCase:
                 self.backend.wait()
                 warm.step_seconds.append(time.perf_counter() - start)
                 warm.per_step.append(metrics.snapshot().delta(before))
+            self.drop_grads()
             self.warmup = warm
         return self.warmup
 
@@ -295,6 +302,7 @@ def iter_live(case: PreparedCase, steps: int, phase: str = "") -> Iterator[LiveS
         del out, loss
         yield step
         step.release()  # read: let go of its tensors before the next step makes new ones
+    case.drop_grads()
 
 
 def iter_trace(case: PreparedCase, steps: int, phase: str = "") -> Iterator[TensorSet]:

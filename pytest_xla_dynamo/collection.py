@@ -79,14 +79,16 @@ CASE_ORDER = {"xla_parity": 0, "xla_timing": 2}
 def order_by_model(items: list[pytest.Item]) -> None:
     """Run the shared-case tests model by model, within a model mode by mode, and within a mode parity
     first and timing last (:data:`CASE_ORDER`; stable otherwise), so each (model, mode)'s prepared cases are
-    built and compiled once, freed before the next's, and never held beside a parity reference's runs."""
+    built and compiled once, freed before the next's, and never held beside a parity reference's runs.
+    Everything else runs after them, in its order: what a one-off test leaves in the process (torch_xla keeps
+    every executable it compiled) does not sit under the zoo's largest case."""
     order = {name: i for i, name in enumerate(zoo.model_names())}
 
     def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int, int]:
         index, item = pair
         model = model_param(item)
         if model is None or item.get_closest_marker("xla_shared_case") is None:
-            return (-1, -1, -1, index)  # everything else keeps its place, first
+            return (len(order) + 1, -1, -1, index)  # everything else keeps its order, after the models
         modes = item_modes(item)
         mode = MODES.index(modes[0]) if len(modes) == 1 and modes[0] in MODES else len(MODES)
         fixtures = getattr(item, "fixturenames", ())

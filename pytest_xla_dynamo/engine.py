@@ -46,6 +46,9 @@ class CaseEngine:
         self.xcfg = xcfg
         self.backends = backends
         self.cases = CaseCache()
+        # the CPU model and inputs every shared case and reference of the (model, mode) in focus starts from,
+        # built once (read-only: cases copy it, their initial state aliases it)
+        self._initial: dict[tuple[Any, ...], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]] = {}
         # parity references: (CaseKey of the eager case, steps) -> parity.Reference, one (model, mode) at a time
         self.references: dict[tuple[CaseKey, int], Any] = {}
 
@@ -55,7 +58,10 @@ class CaseEngine:
         stale = [k for k in self.references if (k[0].model, k[0].mode) != (model, mode)]
         for old in stale:
             self.references.pop(old).close()
-        if self.cases.release_other(model, mode) or stale:
+        built = [k for k in self._initial if (k[0], k[1]) != (model, mode)]
+        for old_built in built:
+            del self._initial[old_built]
+        if self.cases.release_other(model, mode) or stale or built:
             release_memory()
 
     def patch_names(self, spec: zoo.ModelSpec, extra: Sequence[str] = ()) -> tuple[str, ...]:
@@ -79,6 +85,18 @@ class CaseEngine:
             self._check_dropout_flag(spec, model, key)
             inputs = build_inputs(spec, key.tier, key.seed, key.randomize_input)
         return model, inputs
+
+    def initial(self, key: CaseKey, spec: zoo.ModelSpec) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+        """The CPU model and inputs of ``key`` shared by the (model, mode) in focus: built once, whatever the
+        backend, so a model's cases and references hold one CPU copy of its initial weights. Read-only: a
+        :class:`PreparedCase` copies the model and never steps it; a caller that changes it uses :meth:`build`."""
+        __tracebackhide__ = True
+        cache_key = (key.model, key.mode, key.tier, key.seed, key.patches, key.randomize_input)
+        built = self._initial.get(cache_key)
+        if built is None:
+            self.focus(key.model, key.mode)
+            built = self._initial[cache_key] = self.build(key, spec)
+        return built
 
     def _check_dropout_flag(self, spec: zoo.ModelSpec, model: torch.nn.Module, key: CaseKey) -> None:
         """A model with random modules left in by a spec saying it has none would fail parity for the
@@ -107,7 +125,7 @@ class CaseEngine:
         key = self.key(spec, backend, mode, extra_patches)
 
         def make() -> PreparedCase:
-            return PreparedCase(key, spec, backend, *self.build(key, spec))
+            return PreparedCase(key, spec, backend, *self.initial(key, spec))
 
         self.focus(key.model, key.mode)
         case = self.cases.get(key, make)

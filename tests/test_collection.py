@@ -1,5 +1,6 @@
 """The order of the shared-case tests: model by model, mode by mode, parity first and timing last in a mode,
-so that a process holds one (model, mode)'s cases and never a parity reference's runs beside them."""
+so that a process holds one (model, mode)'s cases and never a parity reference's runs beside them; the other
+tests after them."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def test_shared_cases_run_by_model_mode_and_check(pytester: pytest.Pytester) -> 
                                            "--xla-models=alexnet,resnet18", "--xla-backend=trace_once", *FILES,
                                            "test_other.py")
     ids = [line.strip() for line in result.stdout.lines if "::" in line]
-    expected = ["test_other.py::test_plain"]  # not a shared case: first, in its place
+    expected = []
     for model in ("resnet18", "alexnet"):  # the zoo's order, not the command line's
         case = f"[{model}-trace_once]"
         expected += [f"test_training_parity.py::test_training_parity{case}",
@@ -30,4 +31,5 @@ def test_shared_cases_run_by_model_mode_and_check(pytester: pytest.Pytester) -> 
                      f"test_inference_parity.py::test_inference_parity{case}",
                      f"test_graphs.py::test_graph_signature_infer{case}",
                      f"test_timing.py::test_timing_infer{case}"]
+    expected.append("test_other.py::test_plain")  # not a shared case: after the models, in its order
     assert ids == expected, "\n".join(ids)

@@ -109,3 +109,38 @@ def test_engine_refuses_a_spec_hiding_its_dropout(has_dropout: bool) -> None:
     else:
         with pytest.raises(ValueError, match=r"'hidden_dropout' says has_dropout=False.*1 \(Dropout p=0\.3\)"):
             engine.build(key, spec)
+
+
+def test_a_models_cases_share_one_cpu_copy_of_its_initial_weights() -> None:
+    """Each shared case and reference of the (model, mode) in focus starts from one CPU model, built once
+    (a CPU case copies its inputs, since they are shared); another (model, mode) frees it."""
+    from pytest_xla_dynamo.backends import default_registry
+    from pytest_xla_dynamo.config import XlaConfig
+    from pytest_xla_dynamo.engine import CaseEngine
+    from pytest_xla_dynamo.zoo.table import make_spec
+
+    def build(tier: str) -> Any:
+        return torch.nn.Linear(4, 2)
+
+    def inputs(tier: str, batch: int) -> Any:
+        return (torch.ones(batch, 4),)
+
+    spec = make_spec("tiny_linear", "user", build_model=build, build_inputs=inputs, batch=(2, 2), has_dropout=False,
+                     tolerance=None, requires=(), description="a linear layer")
+    engine = CaseEngine(XlaConfig(), default_registry())
+    key = engine.key(spec, engine.eager, "train")
+    model, cpu_inputs = engine.initial(key, spec)
+    assert engine.initial(key, spec)[0] is model
+    weight = model.get_parameter("weight")
+    case = engine.prepared(spec, engine.eager, "train")
+    assert case.initial_state["weight"].data_ptr() == weight.data_ptr()  # aliased, not copied
+    case_weight = case.model.get_parameter("weight")
+    assert case_weight.data_ptr() != weight.data_ptr()  # the case steps its own copy
+    assert case.inputs[0].data_ptr() != cpu_inputs[0].data_ptr()
+    assert case.warmup is not None and case_weight.grad is None  # warmed up, idle: no gradients held
+    case.step()
+    assert not torch.equal(case_weight, weight) and case_weight.grad is not None
+    fresh_model, _ = engine.build(key, spec)  # a caller that changes its model gets its own
+    assert fresh_model is not model and torch.equal(fresh_model.get_parameter("weight"), weight)
+    engine.focus("another_model", "train")
+    assert engine.initial(key, spec)[0] is not model

@@ -54,6 +54,9 @@ class FakeCase:
     def reset(self) -> None:
         self.log.append(f"{self.name} reset")
 
+    def drop_grads(self) -> None:
+        self.log.append(f"{self.name} drop_grads")
+
     def step(self) -> None:
         self.log.append(f"{self.name} step")
         if self.clock is not None:
@@ -76,7 +79,8 @@ def test_interleaved_runs_the_baseline_before_each_backend_run() -> None:
 def test_timed_run_measures_wall_and_process_cpu_time() -> None:
     log: list[str] = []
     busy = timing.timed_run(FakeCase(log, "b", 0.05, busy=True), 2)  # type: ignore[arg-type]
-    assert log == ["b step", "b step", "b wait"]  # N steps, one wait
+    # N steps, one wait; then (untimed) the gradients go, so the other case steps beside weights only
+    assert log == ["b step", "b step", "b wait", "b drop_grads"]
     # burning the CPU: CPU time accrues (how much of the wall time depends on what else runs here)
     assert busy.wall >= 0.1 and 0 < busy.cpu <= busy.wall * 1.05 + 0.01
     asleep = timing.timed_run(FakeCase(log, "s", 0.05, busy=False), 2)  # type: ignore[arg-type]
@@ -110,8 +114,8 @@ def test_measure_interleaves_times_both_and_reads_the_load_around_the_runs(monke
     # per run: wall = 2 steps; CPU = the wall for the burning backend, none for the sleeping baseline
     assert result.backend_runs == pytest.approx([0.02] * 3) and result.backend_cpu == pytest.approx([0.02] * 3)
     assert result.baseline_runs == pytest.approx([0.04] * 3) and result.baseline_cpu == pytest.approx([0.0] * 3)
-    timed = [entry for entry in log if entry.endswith("step")][2:]  # after one priming step each
-    assert timed == ["base step", "base step", "case step", "case step"] * 3
+    timed = [entry for entry in log if entry.endswith(("step", "grads"))][4:]  # after one priming step each
+    assert timed == ["base step", "base step", "base drop_grads", "case step", "case step", "case drop_grads"] * 3
     assert result.recompiles == 0
 
 

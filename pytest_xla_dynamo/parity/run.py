@@ -20,6 +20,7 @@ from pytest_xla_dynamo.backends import Backend
 from pytest_xla_dynamo.cases import PreparedCase, iter_live
 from pytest_xla_dynamo.engine import CaseEngine
 from pytest_xla_dynamo.parity.compare import Divergence, Tolerance, compare_step, divergence_lines
+from pytest_xla_dynamo.parity.offload import saved_on_disk
 from pytest_xla_dynamo.parity.plain_math import plain_math
 from pytest_xla_dynamo.parity.store import StepStore
 from pytest_xla_dynamo.records import vote
@@ -123,7 +124,7 @@ def reference(engine: CaseEngine, spec: zoo.ModelSpec, mode: str, steps: int, ex
     if cache:
         engine.focus(key.model, key.mode)
     try:
-        model, inputs = engine.build(key, spec)
+        model, inputs = engine.initial(key, spec) if cache else engine.build(key, spec)
     except Exception as exc:  # recorded as the harness's status, then re-raised by the caller
         ref = Reference(None, None, "model_fail_to_load", f"building {spec.name}: {exc!r}", exc)
     else:
@@ -167,14 +168,16 @@ def _second_run_differs(first: StepStore, second: PreparedCase, steps: int) -> s
 def _check_reference(key: Any, spec: zoo.ModelSpec, eager: Backend, model: torch.nn.Module,
                      inputs: tuple[torch.Tensor, ...], steps: int) -> Reference:
     """Run eager, store its steps; run it again and compare; run the fp64 copy and store its steps, all on
-    eager's plain math path (:func:`.plain_math.plain_math`). One model is alive at a time beside ``model``
-    (the initial weights, which every run shares)."""
+    eager's plain math path (:func:`.plain_math.plain_math`), their large activations waiting on disk for the
+    backward (:func:`.offload.saved_on_disk`). One model is alive at a time beside ``model`` (the initial
+    weights, which every run shares)."""
     __tracebackhide__ = True
     import torch
 
     first: StepStore | None = None
     try:
-        with plain_math():  # eager's fast paths off: a reference XLA can be judged against
+        # eager's fast paths off: a reference XLA can be judged against
+        with plain_math(), saved_on_disk():
             first = _stored_run(PreparedCase(key, spec, eager, model, inputs), steps)
             differs = _second_run_differs(first, PreparedCase(key, spec, eager, model, inputs), steps)
             if differs:

@@ -66,6 +66,7 @@ def timed_run(case: PreparedCase, iterations: int) -> RunTime:
     wall = time.perf_counter() - start
     own = time.process_time() - cpu
     after = machine_busy()
+    case.drop_grads()  # untimed: the other case steps next, beside this one's weights only
     return RunTime(wall, own, None if machine is None or after is None else after - machine)
 
 
@@ -127,6 +128,7 @@ def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat:
         c.reset()  # initial weights, then sync
         if prime:
             run_iterations(c, 1)  # untimed: wakes the thread pools (the warm-up may be long past)
+            c.drop_grads()
         c.backend.sync()
         c.backend.wait()  # before the first timed run: nothing pending on the device
     before = metrics.snapshot()
