@@ -402,14 +402,23 @@ def xla_graphs(request: pytest.FixtureRequest, xla_snapshot: Any) -> GraphCheck:
 
 
 @pytest.fixture
-def xla_timing(request: pytest.FixtureRequest) -> XlaTiming:
+def xla_timing(request: pytest.FixtureRequest) -> Iterator[XlaTiming]:
     """Timing against the baseline: ``xla_timing.check_case(spec, backend)`` (mode from the ``xla_mode``
-    marker), through pytest-benchmark's ``benchmark`` fixture where it is installed."""
+    marker), through pytest-benchmark's ``benchmark`` fixture where it is installed. The timed cases run with
+    the thread budget; torch's thread count is given back afterwards, so that what runs after a timing test
+    computes as it would have without it (an ill-conditioned verdict depends on the thread count)."""
     _skip_without()
+    import torch
+
     from pytest_xla_dynamo.timing.check import XlaTiming
+    from pytest_xla_dynamo.timing.threads import apply_torch_threads
 
     benchmark = request.getfixturevalue("benchmark") if "benchmark" in request.fixturenames else None
-    return XlaTiming(get_session(request.config), _item(request), benchmark)
+    threads = torch.get_num_threads()
+    try:
+        yield XlaTiming(get_session(request.config), _item(request), benchmark)
+    finally:
+        apply_torch_threads(threads)
 
 
 @pytest.fixture

@@ -358,13 +358,20 @@ def test_benchmark_disable_runs_once_and_records_not_measured(suite: pytest.Pyte
 def test_a_suite_without_the_benchmark_fixture_times_with_its_own_loop(suite: pytest.Pytester) -> None:
     suite.path.joinpath("test_timing.py").unlink()
     suite.makepyfile(test_mine="""
+        import torch
+
+        BEFORE = torch.get_num_threads()
+
         def test_mine(xla_timing, xla_model, xla_backend):
             xla_timing.check_case(xla_model, xla_backend, mode="train")
+
+        def test_after_it_torch_has_its_threads_back():  # the budget (auto: 1 on 2 cores) stayed in the timing test
+            assert torch.get_num_threads() == BEFORE
     """)
     for flags, status in (((), None), (("--benchmark-disable",), NOT_MEASURED)):
         result = suite.runpytest_subprocess(*COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-repeat=2",
                                             "--xla-report=json", "--xla-report-dir=rep", *flags, timeout=TIMEOUT)
-        result.assert_outcomes(passed=1)
+        result.assert_outcomes(passed=2)
         assert "benchmark '" not in result.stdout.str()  # pytest-benchmark did not see the test
         (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
         if status is None:
