@@ -629,3 +629,18 @@ def test_boolean_mask_select_on_lazy_tensors_stays_on_xla(xla_device: Any) -> No
     assert kept.shape[0] == 2
     assert count == 0, (f"a boolean-mask select on lazy XLA tensors fell back to the CPU: aten::nonzero ran {count} "
                         "time(s)")
+
+
+def test_upsample_nearest_backward_stays_on_xla(xla_device: Any) -> None:
+    """local:xla-cpu-upsample-nearest2d-backward-fallback: the backward of a nearest-neighbour upsampling
+    (``F.interpolate(mode="nearest")``, diffusers' Upsample2D) on lazy XLA tensors falls back to the CPU
+    (``aten::upsample_nearest2d_backward``) on XLA:CPU, where the forward is lowered: a lazy training step of
+    UNet2DModel or AutoencoderKL runs as two graphs."""
+    met = _metrics()
+    x = torch.randn(2, 4, 8, 8).to(xla_device).requires_grad_()
+    _sync()
+    before = met.counter_value("aten::upsample_nearest2d_backward") or 0
+    F.interpolate(x, scale_factor=2.0, mode="nearest").sum().backward()
+    _sync()
+    count = (met.counter_value("aten::upsample_nearest2d_backward") or 0) - before
+    assert count == 0, f"upsample_nearest2d's backward fell back to the CPU {count} time(s)"
