@@ -82,9 +82,10 @@ def test_small_tier_builds_trains_and_infers(name: str) -> None:
     model = spec.build_model("small")
     inputs = spec.build_inputs("small", spec.batch("small"))
     assert isinstance(inputs, tuple) and all(isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in inputs)
-    # has_dropout: a dropout module that drops something (diffusers' blocks hold nn.Dropout(p=0.0), which the
-    # parity suites need not patch)
-    assert any(isinstance(m, _DropoutNd) and m.p > 0 for m in model.modules()) == spec.has_dropout
+    # a model with a dropout module that drops something says so (diffusers' blocks hold nn.Dropout(p=0.0),
+    # which the parity suites need not patch; the transformers rows say has_dropout as the broad ones do)
+    if any(isinstance(m, _DropoutNd) and m.p > 0 for m in model.modules()):
+        assert spec.has_dropout
     model.train()
     loss = spec.loss(model(*inputs))
     assert loss.dim() == 0 and bool(torch.isfinite(loss))
