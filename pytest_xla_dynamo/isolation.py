@@ -61,8 +61,9 @@ _CHILD_ENV_DROP = ("PYTEST_XLA_UPDATE_EXPECTED", "PYTEST_XLA_STRICT_IMPROVED", "
 # command-line options of the parent forwarded to the child: (names taking a value), (flags)
 _FORWARD_VALUE = ("-p", "-o", "--override-ini", "-c", "--config-file", "--confcutdir", "--import-mode",
                   "-W", "--pythonwarnings", "--assert", "--tb", "--capture")
+# --snapshot-update (syrupy): an isolated graph test writes its snapshot too (found by issue 30's isolated runs)
 _FORWARD_FLAG = ("--noconftest", "--strict-markers", "--strict-config", "--strict", "--runxfail", "-s",
-                 "-l", "--showlocals", "--full-trace")
+                 "-l", "--showlocals", "--full-trace", "--snapshot-update")
 
 
 # --- the parent side: the child's command --------------------------------------------------------------

@@ -509,3 +509,138 @@ def test_batchnorm_over_two_values_backward_like_eager(xla_device: Any) -> None:
     ratio = _rmse(xla, fp64) / _rmse(eager, fp64)
     assert ratio <= 2.0, (f"batch norm over two values a channel: XLA's input-side weight gradient is {ratio:.1f}x "
                           f"further from fp64 than eager's (rmse {_rmse(xla, fp64):.2e} vs {_rmse(eager, fp64):.2e})")
+
+
+# --- found by the family collections (issue 30) ---
+
+
+def test_module_calling_lstm_is_captured_by_dynamo(xla_device: Any) -> None:
+    """pytorch/pytorch#141184: dynamo purposely graph-breaks on nn.RNN/GRU/LSTM (``allow_rnn`` off), and the break
+    is raised while wrapping the module attribute, so the whole frame of the module that calls it runs eagerly: an
+    embedding, an LSTM and a linear head under openxla compile no graph at all (the code before and after the LSTM
+    should still be captured)."""
+    from torch._dynamo.utils import counters
+
+    class LM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.rnn, self.head = nn.Embedding(50, 8), nn.LSTM(8, 16, batch_first=True), nn.Linear(16, 50)
+
+        def forward(self, ids: Any) -> Any:
+            return self.head(self.rnn(self.embed(ids))[0])
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = LM().to(xla_device)
+    with torch.no_grad():
+        torch.compile(model, backend="openxla_eval")(torch.randint(0, 50, (2, 5)).to(xla_device))
+    _sync()
+    graphs = counters["stats"]["unique_graphs"]
+    torch._dynamo.reset()
+    assert graphs > 0, "dynamo captured 0 graphs of a module calling nn.LSTM (the frame ran eagerly)"
+
+
+@pytest.mark.xla_isolated
+def test_gru_runs_on_cpu_after_importing_torch_xla() -> None:
+    """local:xla-scan-gru-replaces-nn-gru: ``import torch_xla`` replaces ``torch.nn.GRU`` with torch_xla's
+    scan-based GRU (pytorch/xla#8860, PR #9010; unidirectional GRUs only, bidirectional ones fall back), whose
+    forward runs torch_xla's scan and fails on CPU tensors: a plain CPU GRU no longer runs in a process that
+    imported torch_xla, and a later wait for the device (``xm.wait_device_ops``) crashes the process (isolated)."""
+    torch.manual_seed(0)
+    gru = nn.GRU(8, 16, batch_first=True)
+    out, _ = gru(torch.randn(2, 5, 8))
+    assert out.shape == (2, 5, 16)
+
+
+@pytest.mark.xla_isolated
+def test_scan_gru_under_openxla(xla_device: Any) -> None:
+    """local:openxla-scan-gru-xla-float-type: torch_xla's scan-based GRU (what ``torch.nn.GRU`` is once torch_xla
+    is imported) compiled with openxla: dynamo's bridge finds a graph input that is not an XLA tensor and fails
+    (``Expected XLA tensor. Got: XLAFloatType``), where the same module runs on lazy XLA tensors without dynamo."""
+    torch.manual_seed(0)
+    gru = nn.GRU(8, 16, batch_first=True).to(xla_device)
+    x = torch.randn(2, 5, 8).to(xla_device)
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            out, _ = torch.compile(gru, backend="openxla_eval")(x)
+        _sync()
+    finally:
+        torch._dynamo.reset()
+    assert out.shape == (2, 5, 16)
+
+
+def test_embedding_bag_training_step_has_no_cpu_fallback(xla_device: Any) -> None:
+    """pytorch/xla#2403: ``nn.EmbeddingBag`` has no XLA lowering for training (``_embedding_bag`` and its backward;
+    only ``_embedding_bag_forward_only`` is lowered, pytorch/xla PR #6951): a forward and backward on lazy XLA
+    tensors falls back to the CPU, which cuts the step into several graphs."""
+    met = _metrics()
+    torch.manual_seed(0)
+    bag = nn.EmbeddingBag(100, 16, mode="sum").to(xla_device)
+    indices = torch.randint(0, 100, (12,)).to(xla_device)
+    offsets = torch.tensor([0, 3, 6, 9]).to(xla_device)
+    _sync()
+    before = _fallbacks(met, "embedding_bag")
+    bag(indices, offsets).sum().backward()
+    _sync()
+    after = _fallbacks(met, "embedding_bag")
+    fell_back = {n: v - before.get(n, 0) for n, v in after.items() if v != before.get(n, 0)}
+    assert not fell_back, f"nn.EmbeddingBag's training step fell back to the CPU: {fell_back}"
+
+
+def test_clone_before_linear_trains_under_openxla(xla_device: Any) -> None:
+    """local:openxla-clone-before-linear-backward-mm: a training step under openxla of Linear -> ReLU -> clone ->
+    Linear (a ``clone`` is what ``F.dropout(p=0.0)`` in training mode becomes: torch_geometric's GraphSAGE and GIN
+    call it between layers) fails in the compiled backward: the backward graph's first matmul gets a tangent of the
+    hidden layer's shape (``mm(): cannot matrix-multiply tensors f32[32,32] and f32[4,32]``)."""
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l1, self.l2 = nn.Linear(16, 32), nn.Linear(32, 4)
+
+        def forward(self, x: Any) -> Any:
+            return self.l2(self.l1(x).relu().clone())
+
+    torch.manual_seed(0)
+    model = MLP().to(xla_device)
+    torch._dynamo.reset()
+    try:
+        out = torch.compile(model, backend="openxla")(torch.randn(32, 16).to(xla_device))
+        out.mean().backward()
+        _sync()
+    finally:
+        torch._dynamo.reset()
+    assert model.l1.weight.grad is not None
+
+
+def test_boolean_mask_select_on_lazy_tensors_stays_on_xla(xla_device: Any) -> None:
+    """local:xla-boolean-mask-select-nonzero-fallback: selecting with a boolean mask on lazy XLA tensors
+    (``edge_index[:, mask]``, what torch_geometric's ``add_remaining_self_loops`` does for GCN and GAT) has a
+    data-dependent size: ``aten::nonzero`` falls back to the CPU, which executes the pending graph and cuts the step
+    into several graphs."""
+    met = _metrics()
+    edge_index = torch.randint(0, 8, (2, 32)).to(xla_device)
+    _sync()
+    before = met.counter_value("aten::nonzero") or 0
+    kept = edge_index[:, edge_index[0] != edge_index[1]]
+    _sync()
+    count = (met.counter_value("aten::nonzero") or 0) - before
+    assert kept.shape[0] == 2
+    assert count == 0, (f"a boolean-mask select on lazy XLA tensors fell back to the CPU: aten::nonzero ran {count} "
+                        "time(s)")
+
+
+def test_upsample_nearest_backward_stays_on_xla(xla_device: Any) -> None:
+    """local:xla-cpu-upsample-nearest2d-backward-fallback: the backward of a nearest-neighbour upsampling
+    (``F.interpolate(mode="nearest")``, diffusers' Upsample2D) on lazy XLA tensors falls back to the CPU
+    (``aten::upsample_nearest2d_backward``) on XLA:CPU, where the forward is lowered: a lazy training step of
+    UNet2DModel or AutoencoderKL runs as two graphs."""
+    met = _metrics()
+    x = torch.randn(2, 4, 8, 8).to(xla_device).requires_grad_()
+    _sync()
+    before = met.counter_value("aten::upsample_nearest2d_backward") or 0
+    F.interpolate(x, scale_factor=2.0, mode="nearest").sum().backward()
+    _sync()
+    count = (met.counter_value("aten::upsample_nearest2d_backward") or 0) - before
+    assert count == 0, f"upsample_nearest2d's backward fell back to the CPU {count} time(s)"

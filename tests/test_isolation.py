@@ -398,6 +398,11 @@ def test_pytest_timeout_thread_method_ends_the_child_with_the_parent(
 # --- pure logic -------------------------------------------------------------------------------------
 
 
+def test_forward_cli_keeps_snapshot_update() -> None:
+    """An isolated graph test under ``--snapshot-update`` writes its snapshot (issue 30's isolated runs did not)."""
+    assert forward_cli(["suites/test_graphs.py", "--snapshot-update", "-n", "2"]) == ["--snapshot-update"]
+
+
 def test_forward_cli_keeps_plugin_ini_and_config_options_only() -> None:
     given = ["tests/x.py::t", "-p", "no:randomly", "-pfoo", "-o", "a=1", "--override-ini=b=2", "-c", "cfg.ini",
              "-k", "expr", "-n", "2", "--strict-markers", "-x", "-W", "ignore", "--import-mode=importlib",

@@ -17,6 +17,7 @@ from sample_data import SEED_ORDER
 
 from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.zoo import table, timm_models, torchvision_models, transformers_models
+from pytest_xla_dynamo.zoo.family import FAMILIES
 
 # (input shape, dtype name) of each model's small-tier inputs, and of the full tier's at batch 1
 SMALL_INPUTS = {
@@ -52,7 +53,7 @@ def _buildable(name: str) -> zoo.ModelSpec:
 def test_seed_names_in_seed_order() -> None:
     assert zoo.model_names()[: len(SEED_ORDER)] == SEED_ORDER  # the seed's first, then the broad collections
     assert zoo.models_in(["seed"]) == SEED_ORDER
-    assert zoo.collection_names() == ["seed", "torchvision", "transformers", "timm"]
+    assert zoo.collection_names() == ["seed", "torchvision", "transformers", "timm", *FAMILIES]
 
 
 def test_tables_hold_the_seed_in_order() -> None:
@@ -68,7 +69,7 @@ def test_tables_hold_the_seed_in_order() -> None:
 
 def test_broad_collections() -> None:
     """Issue 16: at least 60 models beyond the seed's nine, named ``<collection>.<name>``, unique."""
-    broad = [n for n in zoo.model_names() if zoo.get_model(n).collection != "seed"]
+    broad = [n for n in zoo.model_names() if zoo.get_model(n).collection not in ("seed", *FAMILIES)]
     assert len(broad) >= 60 and len(set(broad)) == len(broad)
     for name in broad:
         spec = zoo.get_model(name)
@@ -288,7 +289,8 @@ def test_bert_wrapper_is_picklable() -> None:
 def test_import_does_not_import_torch() -> None:
     code = (
         "import sys, pytest_xla_dynamo.zoo as z; z.resolve_models('all'); z.get_model('vgg16').batch('small'); "
-        "heavy = [m for m in ('torch', 'torchvision', 'timm', 'transformers', 'torch_xla') if m in sys.modules]; "
+        "heavy = [m for m in ('torch', 'torchvision', 'timm', 'transformers', 'torch_xla', 'diffusers', "
+        "'torch_geometric') if m in sys.modules]; "
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

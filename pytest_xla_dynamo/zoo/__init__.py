@@ -35,11 +35,27 @@ Layout: ``spec`` (:class:`ModelSpec`, tiers, validation, the default loss), ``re
 ``table`` (what the model tables share), and one table per source: ``torchvision_models``,
 ``transformers_models``, ``timm_models`` (each module documents its models' sizes). A model is
 added as a row of its source's ``ROWS``.
+
+The family collections of issue 30 (``recurrent``, ``video``, ``segmentation``, ``detection``,
+``generative``, ``recommendation``, ``graph``, ``moe``: :data:`family.FAMILIES`) group models by
+architecture whatever library builds them; their rows (``family.Row``) live in one module per source:
+``torch_models`` (plain ``torch.nn``, networks in ``nets``), ``torchvision_families``,
+``diffusers_models``, ``pyg_models`` (torch_geometric) and ``moe_models`` (transformers).
 """
 
 from __future__ import annotations
 
-from pytest_xla_dynamo.zoo import timm_models, torchvision_models, transformers_models
+from pytest_xla_dynamo.zoo import (
+    diffusers_models,
+    moe_models,
+    pyg_models,
+    timm_models,
+    torch_models,
+    torchvision_families,
+    torchvision_models,
+    transformers_models,
+)
+from pytest_xla_dynamo.zoo.family import FAMILIES
 from pytest_xla_dynamo.zoo.inputs import randomize_inputs
 from pytest_xla_dynamo.zoo.registry import (
     UnknownModelError,
@@ -70,9 +86,13 @@ __all__ = [
 
 # the seed's order first (the torchvision seven, BERT_pytorch, timm_vision_transformer), then the broad
 # collections, each in its source's table order
-_specs = [spec for source in (torchvision_models, transformers_models, timm_models) for spec in source.specs()]
-for _collection in dict.fromkeys([SEED_COLLECTION, *(spec.collection for spec in _specs)]):
+# then the family collections of issue 30 (zoo/family.py), in FAMILIES order
+_sources = (torchvision_models, transformers_models, timm_models, torch_models, torchvision_families, diffusers_models,
+            pyg_models, moe_models)
+_specs = [spec for source in _sources for spec in source.specs()]
+_order = dict.fromkeys([SEED_COLLECTION, *(s.collection for s in _specs if s.collection not in FAMILIES), *FAMILIES])
+for _collection in _order:
     for _spec in _specs:
         if _spec.collection == _collection:
             register_model(_spec)
-del _specs, _collection, _spec
+del _sources, _specs, _order, _collection, _spec
