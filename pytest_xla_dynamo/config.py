@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from pytest_xla_dynamo.cpu_isa import CPU_ISAS
 from pytest_xla_dynamo.options import (
     BOOL_VALID,
     DEFAULT_ISOLATE_TIMEOUT,
@@ -31,6 +30,7 @@ from pytest_xla_dynamo.options import (
     parse_bool,
     raw_value,
 )
+from pytest_xla_dynamo.workers.cpu_isa import CPU_ISAS
 from pytest_xla_dynamo.zoo.spec import ALL
 from pytest_xla_dynamo.zoo.spec import SEED_COLLECTION as SEED
 
@@ -66,7 +66,7 @@ class XlaConfig:
     baseline_backend: str = "eager"
     baseline_auto: bool = False  # baseline_backend came from 'auto' (see auto_baseline)
     threads: int | None = None  # --xla-threads; None: auto (pytest_xla_dynamo.timing.threads.auto_threads)
-    cpu_isa: str = "avx2"  # --xla-cpu-isa (pytest_xla_dynamo.cpu_isa)
+    cpu_isa: str = "avx2"  # --xla-cpu-isa (pytest_xla_dynamo.workers.cpu_isa)
     report: tuple[str, ...] = ("table",)
     report_dir: Path = Path("xla-report")
     known_issues: str = "xfail"

@@ -196,7 +196,7 @@ def validate_item(item: pytest.Item | Any, *, backends: Sequence[str] | None = N
 
         models = zoo.model_names()
     if patches is None:
-        from pytest_xla_dynamo import patches as _patches
+        from pytest_xla_dynamo.core import patches as _patches
 
         patches = _patches.patch_names()
     errors: list[str] = []

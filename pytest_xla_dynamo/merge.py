@@ -123,7 +123,7 @@ def check_shards(shards: Sequence[Shard]) -> None:
 def merge_records(shards: Sequence[Shard]) -> list[CaseRecord]:
     """All shards' records (check them first with :func:`check_shards`), in the order an unsharded run
     reports them: the zoo's models and the built-in backends in registration order, other names by name."""
-    from pytest_xla_dynamo.backends import default_registry
+    from pytest_xla_dynamo.core.backends import default_registry
     from pytest_xla_dynamo.zoo import model_names
 
     records = [record for shard in shards for record in shard.records]

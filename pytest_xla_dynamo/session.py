@@ -7,7 +7,7 @@ options (:class:`~pytest_xla_dynamo.config.XlaConfig`), the backend registry, th
 case engine (created on first use: it is the only part that needs torch), the known-issue registry
 (set by the known-issues plugin), and what pytest-xdist workers sent back.
 
-This is the one place that knows about pytest-xdist (with :mod:`~pytest_xla_dynamo.xdist_schedule`, the
+This is the one place that knows about pytest-xdist (with :mod:`~pytest_xla_dynamo.workers.xdist_schedule`, the
 scheduler it returns): :attr:`XlaSession.is_worker` is the only "am I a worker" check, and
 :class:`XdistHooks` (registered only when xdist is loaded) holds the only ``pytest_testnodedown`` and
 ``pytest_xdist_make_scheduler``. A worker sends one dict through ``config.workeroutput``; the controller
@@ -26,12 +26,12 @@ import pytest
 from pytest_xla_dynamo import launch
 from pytest_xla_dynamo.activation import ACTIVATE_KEY as _ACTIVATE_KEY
 from pytest_xla_dynamo.activation import CHILD_ENV as _CHILD_ENV
-from pytest_xla_dynamo.backends import BackendRegistry
 from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.core.backends import BackendRegistry
 from pytest_xla_dynamo.records import CaseRecord, RecordStore
 
 if TYPE_CHECKING:
-    from pytest_xla_dynamo.engine import CaseEngine
+    from pytest_xla_dynamo.core.engine import CaseEngine
 
 #: ``config.workeroutput`` key of the one dict a worker sends: ``{"records": [...], "shard": [n, of]}``
 WORKEROUTPUT_KEY = "xla_dynamo"
@@ -96,7 +96,7 @@ class XlaSession:
     def engine(self) -> CaseEngine:
         """The process's case engine (prepared, compiled cases shared by parity, graphs and timing)."""
         if self._engine is None:
-            from pytest_xla_dynamo.engine import CaseEngine
+            from pytest_xla_dynamo.core.engine import CaseEngine
 
             self._engine = CaseEngine(self.xcfg, self.backends)
         return self._engine
@@ -174,7 +174,7 @@ class XdistHooks:
     @pytest.hookimpl
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """xdist's loadgroup scheduler without its hangs after a worker crash (see xdist_schedule)."""
-        from pytest_xla_dynamo.xdist_schedule import make_scheduler
+        from pytest_xla_dynamo.workers.xdist_schedule import make_scheduler
 
         return make_scheduler(config, log)
 
@@ -212,7 +212,7 @@ def get_session(config: pytest.Config) -> XlaSession:
     if activate is not None:  # the plugin is loaded but dormant: asking for its session turns it on
         return activate()
     if found is None:
-        from pytest_xla_dynamo.backends import default_registry
+        from pytest_xla_dynamo.core.backends import default_registry
 
         found = config.stash[session_key] = XlaSession(config, XlaConfig(), default_registry())
     return found

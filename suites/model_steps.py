@@ -15,8 +15,8 @@ def step_outputs(model_name: str, backend: str, step: int, dtype: Any = None,
     tensor of training step ``step`` on ``backend`` (``grad stem.conv1.conv.weight``, ...), in ``dtype`` if given;
     ``pre_hook``: (module name, forward pre-hook) installed on that module first."""
     from pytest_xla_dynamo import zoo
-    from pytest_xla_dynamo.backends import default_registry
-    from pytest_xla_dynamo.cases import CaseKey, PreparedCase, build_inputs, build_model, iter_trace
+    from pytest_xla_dynamo.core.backends import default_registry
+    from pytest_xla_dynamo.core.cases import CaseKey, PreparedCase, build_inputs, build_model, iter_trace
 
     spec = zoo.get_model(model_name)
     patches = ("dropout_to_identity",) if spec.has_dropout else ()

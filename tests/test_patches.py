@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_xla_dynamo import patches
+from pytest_xla_dynamo.core import patches
 
 torch = pytest.importorskip("torch")
 from torch.nn.modules import dropout, pooling  # noqa: E402
@@ -88,9 +88,9 @@ def test_engine_refuses_a_spec_hiding_its_dropout(has_dropout: bool) -> None:
     time; declared, the dropout patch switches the module off."""
     from torch import nn
 
-    from pytest_xla_dynamo.backends import default_registry
     from pytest_xla_dynamo.config import XlaConfig
-    from pytest_xla_dynamo.engine import CaseEngine
+    from pytest_xla_dynamo.core.backends import default_registry
+    from pytest_xla_dynamo.core.engine import CaseEngine
     from pytest_xla_dynamo.zoo.table import make_spec
 
     def build(tier: str) -> Any:

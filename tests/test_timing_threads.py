@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_xla_dynamo import config as xconfig
-from pytest_xla_dynamo.backends import default_registry
+from pytest_xla_dynamo.core.backends import default_registry
 from pytest_xla_dynamo.timing import threads
 from pytest_xla_dynamo.timing.threads import (
     AUTO,

@@ -1,8 +1,8 @@
 """The case engine: the one place that builds, caches and warms up cases, for parity, graphs and timing.
 
 A process has one :class:`CaseEngine` (``XlaSession.engine``). It turns the session's options into a
-:class:`~pytest_xla_dynamo.cases.CaseKey` (tier, seed, patches, input randomization), builds each
-(model, backend, mode) once per process, and keeps it warmed up in a :class:`~pytest_xla_dynamo.cases.CaseCache`
+:class:`~pytest_xla_dynamo.core.cases.CaseKey` (tier, seed, patches, input randomization), builds each
+(model, backend, mode) once per process, and keeps it warmed up in a :class:`~pytest_xla_dynamo.core.cases.CaseCache`
 (one (model, mode) at a time: the collection hook orders shared-case tests by model, then mode). The parity
 references (eager twice, and fp64) are cached here too, beside the cases they were built with.
 It also reads a test's mode: the ``mode`` argument, else its ``xla_mode`` marker, so suites state it once.
@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo import patches, zoo
-from pytest_xla_dynamo.backends import Backend, BackendRegistry
-from pytest_xla_dynamo.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
+from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.config import MODES, XlaConfig
-from pytest_xla_dynamo.state import release_memory
-from pytest_xla_dynamo.triage.stages import stage
+from pytest_xla_dynamo.core import patches
+from pytest_xla_dynamo.core.backends import Backend, BackendRegistry
+from pytest_xla_dynamo.core.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
+from pytest_xla_dynamo.core.stages import stage
+from pytest_xla_dynamo.core.state import release_memory
 
 if TYPE_CHECKING:
     import torch

@@ -13,21 +13,22 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo import metrics, zoo
-from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.capture import Capture
-from pytest_xla_dynamo.engine import case_mode
+from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.core import metrics
+from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.capture import Capture
+from pytest_xla_dynamo.core.engine import case_mode
+from pytest_xla_dynamo.core.stages import Where, mark
 from pytest_xla_dynamo.graphs.signature import STEADY_STEPS, build_signature, conformance_problems, recompiles
 from pytest_xla_dynamo.graphs.snapshots import compare, snapshot_missing, snapshot_stem
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.repro import repro_command
-from pytest_xla_dynamo.triage.stages import Where, mark
 
 if TYPE_CHECKING:
     import torch
     from syrupy.assertion import SnapshotAssertion
 
-    from pytest_xla_dynamo.cases import PreparedCase
+    from pytest_xla_dynamo.core.cases import PreparedCase
     from pytest_xla_dynamo.session import XlaSession
 
 
@@ -105,10 +106,10 @@ class GraphCheck:
               kwargs: Mapping[str, torch.Tensor] | None = None, targets: Any = None,
               loss: Callable[..., torch.Tensor] | None = None) -> dict[str, Any]:
         """The graph check of one's own model, from the same factory and inputs (keyword inputs, targets and loss)
-        as ``xla_parity.training`` / ``.inference`` take (:mod:`pytest_xla_dynamo.user_case`); its snapshot is the
+        as ``xla_parity.training`` / ``.inference`` take (:mod:`pytest_xla_dynamo.core.user_case`); its snapshot is the
         test's own. ``mode`` defaults to the test's ``xla_mode`` marker."""
         __tracebackhide__ = True
-        from pytest_xla_dynamo.user_case import user_spec
+        from pytest_xla_dynamo.core.user_case import user_spec
 
         if isinstance(backend, str):
             backend = self.session.backends.get(backend)

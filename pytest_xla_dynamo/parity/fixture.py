@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo import metrics, zoo
-from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.capture import Capture, parity_status
-from pytest_xla_dynamo.engine import case_mode
+from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.core import metrics
+from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.capture import Capture, parity_status
+from pytest_xla_dynamo.core.engine import case_mode
 from pytest_xla_dynamo.parity import plain_math
 from pytest_xla_dynamo.parity.compare import Tolerance, tolerance_for
 from pytest_xla_dynamo.parity.plain_math import FastPathCheck, check_fast_path
@@ -85,9 +86,9 @@ class XlaParity:
             notes += [f"eager's fast-path check did not run: {fast.error}"] if fast.error else []
         registry = self.session.known_issues if self.session.known_issues is not None else ()
         if deep and result.divergences:
-            from pytest_xla_dynamo.triage.conditioning import MECHANISM, check_conditioning
-            from pytest_xla_dynamo.triage.graph_split import diagnose
-            from pytest_xla_dynamo.triage.localize import localize
+            from pytest_xla_dynamo.parity.conditioning import MECHANISM, check_conditioning
+            from pytest_xla_dynamo.parity.graph_split import diagnose
+            from pytest_xla_dynamo.parity.localize import localize
             from pytest_xla_dynamo.triage.matching import not_yet_explained
 
             # the step and tensors the registry does not explain yet (a known step-1 running_var aside)
@@ -205,7 +206,7 @@ class XlaParity:
               backend: Backend | str | None, mode: str, name: str | None, check: bool, steps: int | None,
               **case: Any) -> ParityResult:
         __tracebackhide__ = True
-        from pytest_xla_dynamo.user_case import user_spec
+        from pytest_xla_dynamo.core.user_case import user_spec
 
         if backend is None:
             backend = self._default_backend()
@@ -223,7 +224,7 @@ class XlaParity:
         """Training parity of ``model_factory()`` on ``inputs`` (raises ParityError unless it passes).
 
         ``kwargs``: keyword inputs of the model (a padding mask); ``targets`` with ``loss(out, targets)`` (else
-        ``loss(out)``, default: the harness's reduce-to-scalar loss); see :mod:`pytest_xla_dynamo.user_case`."""
+        ``loss(out)``, default: the harness's reduce-to-scalar loss); see :mod:`pytest_xla_dynamo.core.user_case`."""
         __tracebackhide__ = True
         return self._user(model_factory, inputs, backend, "train", name, check, steps, loss=loss, targets=targets,
                           kwargs=kwargs)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.engine import case_mode
+from pytest_xla_dynamo.core.engine import case_mode
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
 from pytest_xla_dynamo.repro import repro_command
 from pytest_xla_dynamo.timing import interference
@@ -35,7 +35,7 @@ from pytest_xla_dynamo.timing.threads import apply_torch_threads, get_budget
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
-    from pytest_xla_dynamo.backends import Backend
+    from pytest_xla_dynamo.core.backends import Backend
     from pytest_xla_dynamo.session import XlaSession
 
 SUITE = "timing"
