@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_xla_dynamo.core.constants import MODES, SEED_MAX, TENSOR_MODES
 from pytest_xla_dynamo.options import (
     BOOL_VALID,
     DEFAULT_ISOLATE_TIMEOUT,
@@ -30,17 +31,22 @@ from pytest_xla_dynamo.options import (
     parse_bool,
     raw_value,
 )
-from pytest_xla_dynamo.workers.cpu_isa import CPU_ISAS
 from pytest_xla_dynamo.zoo.spec import ALL
 from pytest_xla_dynamo.zoo.spec import SEED_COLLECTION as SEED
 
-TENSOR_MODES = ("eager", "fake")
-MODES = ("train", "infer")
+NATIVE = "native"
+XLA_ISA_FLAG = "--xla_cpu_max_isa"  # an entry of XLA_FLAGS, not a variable of its own
+#: --xla-cpu-isa: the settings each value caps (applied by pytest_xla_dynamo.workers.cpu_isa)
+ISA_VARIABLES: Mapping[str, Mapping[str, str]] = {
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", XLA_ISA_FLAG: "AVX2"},
+    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512", XLA_ISA_FLAG: "AVX512"},
+    NATIVE: {},
+}
+CPU_ISAS: tuple[str, ...] = tuple(ISA_VARIABLES)
 REPORT_FORMATS = ("table", "csv", "json", "png")
 KNOWN_ISSUE_POLICIES = ("xfail", "run", "skip")
 TRIAGE_POLICIES = ("auto", "full", "summary", "off")
 DROPOUT_POLICIES = ("identity", "keep")
-SEED_MAX = 2**32 - 1  # numpy's range: np.random.seed takes 0..2**32-1
 SHARDS_MAX = 1000  # --xla-shard=I/N: N beyond any CI matrix (the split keeps a list of N loads)
 THREADS_MAX = 4096  # --xla-threads: beyond any machine's cores (torch takes a C int)
 

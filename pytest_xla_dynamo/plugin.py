@@ -51,8 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _help_values() -> dict[str, str]:
     from pytest_xla_dynamo import zoo
+    from pytest_xla_dynamo.config import CPU_ISAS
     from pytest_xla_dynamo.core import backends, patches
-    from pytest_xla_dynamo.workers.cpu_isa import CPU_ISAS
 
     return {"backends": ", ".join(backends.default_registry().names()),
             "patches": ", ".join(patches.patch_names()), "collections": ", ".join(zoo.collection_names()),
@@ -123,11 +123,11 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     from pytest_xla_dynamo.gating.plugin import GatingPlugin
     from pytest_xla_dynamo.known_issues.plugin import KnownIssuesPlugin
     from pytest_xla_dynamo.report.plugin import ReportPlugin
-    from pytest_xla_dynamo.timing.threads import ThreadBudgetPlugin
     from pytest_xla_dynamo.triage.plugin import TriagePlugin
     from pytest_xla_dynamo.workers.cpu_isa import CpuIsaPlugin
     from pytest_xla_dynamo.workers.isolation import IsolationPlugin
     from pytest_xla_dynamo.workers.sharding import ShardingPlugin
+    from pytest_xla_dynamo.workers.threads import ThreadBudgetPlugin
 
     # the concern plugins, each given the session (none of them imports torch), in the order of CONCERNS
     factories: dict[str, Callable[[XlaSession], object]] = {
@@ -297,9 +297,9 @@ def _xla_active_patches(request: pytest.FixtureRequest) -> Iterator[list[str]]:
     if not _active(request.config):
         yield []
         return
-    from pytest_xla_dynamo.core import patches
+    from pytest_xla_dynamo import markers
 
-    with patches.for_test(_item(request), get_session(request.config).xcfg.patches) as active:
+    with markers.for_test(_item(request), get_session(request.config).xcfg.patches) as active:
         yield active
 
 

@@ -29,9 +29,11 @@ from pytest_xla_dynamo.activation import CHILD_ENV as _CHILD_ENV
 from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.core.backends import BackendRegistry
 from pytest_xla_dynamo.records import CaseRecord, RecordStore
+from pytest_xla_dynamo.timing.threads import ThreadBudget, budget_for
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.core.engine import CaseEngine
+    from pytest_xla_dynamo.known_issues.registry import Registry
 
 #: ``config.workeroutput`` key of the one dict a worker sends: ``{"records": [...], "shard": [n, of]}``
 WORKEROUTPUT_KEY = "xla_dynamo"
@@ -54,7 +56,8 @@ class XlaSession:
         # popped: the child's own subprocesses (an xla_subprocess snippet) are not isolated children
         child = os.environ.pop(CHILD_ENV, None)
         self.child_output: Path | None = Path(child) if child else None
-        self.known_issues: Any = None  # the known_issues.Registry, set by the known-issues plugin
+        self.known_issues: Registry | None = None  # set by the known-issues plugin
+        self._thread_budget: ThreadBudget | None = None  # set by the thread-budget plugin
         self.worker_records: dict[str, int] = {}  # controller: records received per worker
         self.worker_peaks: dict[str, int] = {}  # controller: each worker's peak resident memory, kB
         self.recovered_records: dict[str, int] = {}  # controller: records of dead workers, from their reports
@@ -89,6 +92,18 @@ class XlaSession:
     def repro_prefix(self) -> str:
         """``pytest`` or ``python -m pytest_xla_dynamo``: how repro commands start."""
         return launch.repro_prefix(self.config)
+
+    @property
+    def thread_budget(self) -> ThreadBudget:
+        """Timing's thread budget as the thread-budget plugin applied it, or (without that plugin) the option's
+        own, whose XLA part says it was not applied."""
+        if self._thread_budget is not None:
+            return self._thread_budget
+        return budget_for(self.xcfg.threads, xla="not set (the thread-budget plugin is not registered)")
+
+    @thread_budget.setter
+    def thread_budget(self, budget: ThreadBudget) -> None:
+        self._thread_budget = budget
 
     # --- collaborators ------------------------------------------------------------------------------
 

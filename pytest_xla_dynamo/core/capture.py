@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_xla_dynamo.core.constants import NOT_CAPTURED
 from pytest_xla_dynamo.core.metrics import Snapshot, clean_reason
-from pytest_xla_dynamo.records import NOT_CAPTURED
 
 __all__ = ["NOT_CAPTURED", "Capture", "parity_status", "short_reason"]
 MAX_REASONS = 5  # reasons kept per kind in a record and a message

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_xla_dynamo.config import TENSOR_MODES
+from pytest_xla_dynamo.core.constants import TENSOR_MODES
 
 if TYPE_CHECKING:
     import torch

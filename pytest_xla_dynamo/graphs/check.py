@@ -17,10 +17,10 @@ from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core import metrics
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.capture import Capture
-from pytest_xla_dynamo.core.engine import case_mode
 from pytest_xla_dynamo.core.stages import Where, mark
 from pytest_xla_dynamo.graphs.signature import STEADY_STEPS, build_signature, conformance_problems, recompiles
 from pytest_xla_dynamo.graphs.snapshots import compare, snapshot_missing, snapshot_stem
+from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.repro import repro_command
 

@@ -20,7 +20,7 @@ from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core import metrics
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.capture import Capture, parity_status
-from pytest_xla_dynamo.core.engine import case_mode
+from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.parity import plain_math
 from pytest_xla_dynamo.parity.compare import Tolerance, tolerance_for
 from pytest_xla_dynamo.parity.plain_math import FastPathCheck, check_fast_path

@@ -119,8 +119,9 @@ def reference(engine: CaseEngine, spec: zoo.ModelSpec, mode: str, steps: int, ex
     eager = engine.eager
     key = engine.key(spec, eager, mode, extra_patches)
     ref_key = (key, steps)
-    if cache and ref_key in engine.references:
-        return engine.references[ref_key]
+    cached = engine.references.get(ref_key) if cache else None
+    if isinstance(cached, Reference):
+        return cached
     if cache:
         engine.focus(key.model, key.mode)
     try:

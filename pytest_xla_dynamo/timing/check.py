@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.core.engine import case_mode
+from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
 from pytest_xla_dynamo.repro import repro_command
 from pytest_xla_dynamo.timing import interference
 from pytest_xla_dynamo.timing.measure import Measurement, measure
 from pytest_xla_dynamo.timing.memory import device_memory, memory_columns
 from pytest_xla_dynamo.timing.stats import SPEEDUP_STATISTIC, compilation_latency
-from pytest_xla_dynamo.timing.threads import apply_torch_threads, get_budget
+from pytest_xla_dynamo.timing.threads import apply_torch_threads
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
@@ -118,7 +118,7 @@ class XlaTiming:
         if unsupported:
             raise pytest.UsageError(f"timing: backend {', '.join(unsupported)} does not support mode {mode!r}")
         iterations, repeat = xcfg.iterations_per_run, xcfg.repeat
-        budget = get_budget(config, xcfg.threads)
+        budget = session.thread_budget
         thread_info = {**budget.to_dict(), "torch": apply_torch_threads(budget.threads)}
         repro = repro_command(item.nodeid, xcfg, backend.name, timing=True, prefix=session.repro_prefix)
         base_fields: dict[str, Any] = dict(
