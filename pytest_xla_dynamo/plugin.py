@@ -93,7 +93,8 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     from pytest_xla_dynamo import zoo
     from pytest_xla_dynamo.core import backends as _backends
     from pytest_xla_dynamo.core import patches
-    from pytest_xla_dynamo.session import XdistHooks, XlaSession, session_key
+    from pytest_xla_dynamo.session import XlaSession, session_key
+    from pytest_xla_dynamo.workers.xdist_hooks import XdistHooks
 
     registry = _backends.default_registry()
     config.hook.pytest_xla_register_backends(registry=registry)

@@ -13,7 +13,8 @@ from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.core.backends import default_registry
 from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.records import CaseRecord
-from pytest_xla_dynamo.session import CHILD_ENV, WORKEROUTPUT_KEY, XdistHooks, XlaSession
+from pytest_xla_dynamo.session import CHILD_ENV, WORKEROUTPUT_KEY, XlaSession
+from pytest_xla_dynamo.workers.xdist_hooks import XdistHooks
 
 
 def _session(monkeypatch: pytest.MonkeyPatch, *, worker: bool = False, child: str | None = None) -> XlaSession:
