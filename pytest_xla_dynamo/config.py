@@ -250,15 +250,8 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
 
     ``collections``: the zoo's collections and their models (default: every model in ``seed``);
     ``--xla-models=all`` means the models of the ``--xla-zoo`` collections, named models any model."""
-    raw: dict[str, str] = {}
-    sources: dict[str, str] = {}
     env = os.environ if environ is None else environ
-    for opt in OPTIONS:  # the seed's variables are checked even where the command line overrides them
-        for var in opt.env:
-            if var in env and opt.env_map is not None:
-                opt.env_map(var, env[var])
-    for opt in OPTIONS:
-        raw[opt.dest], sources[opt.dest] = raw_value(config, opt, environ)
+    raw, sources = _raw_values(config, environ)
     o = OPTIONS_BY_DEST
 
     def get(name: str) -> tuple[Option, str]:
@@ -305,6 +298,28 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         summary=to_path(raw["xla_summary"]),
         shard=to_shard(*get("xla_shard")),
     )
+    _check_together(values)
+    return XlaConfig(**values, sources=sources)
+
+
+def _raw_values(config: pytest.Config, environ: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """Every option's raw value and where it came from, by dest (the seed's variables are checked even where the
+    command line overrides them)."""
+    env = os.environ if environ is None else environ
+    for opt in OPTIONS:
+        for var in opt.env:
+            if var in env and opt.env_map is not None:
+                opt.env_map(var, env[var])
+    raw: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for opt in OPTIONS:
+        raw[opt.dest], sources[opt.dest] = raw_value(config, opt, environ)
+    return raw, sources
+
+
+def _check_together(values: Mapping[str, Any]) -> None:
+    """The options that need a file, or another option (UsageError). The gate's files (``--xla-expected``,
+    ``--xla-timing-baseline``, ``--xla-summary``) are checked by gating.paths."""
     for path in values["known_issues_files"]:
         if path.is_dir():
             raise pytest.UsageError(f"--xla-known-issues-file: {str(path)!r} is a directory; valid: a TOML file of "
@@ -315,5 +330,3 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         raise pytest.UsageError("--xla-update-expected needs --xla-expected=FILE")
     if values["min_speedup_ratio"] is not None and values["timing_baseline"] is None:
         raise pytest.UsageError("--xla-min-speedup-ratio needs --xla-timing-baseline=FILE")
-    # the gate's files (--xla-expected, --xla-timing-baseline, --xla-summary) are checked by gating.paths
-    return XlaConfig(**values, sources=sources)
