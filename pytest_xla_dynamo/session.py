@@ -27,10 +27,14 @@ from pytest_xla_dynamo.activation import ACTIVATE_KEY as _ACTIVATE_KEY
 from pytest_xla_dynamo.activation import CHILD_ENV as _CHILD_ENV
 from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.core.backends import BackendRegistry
+from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.records import CaseRecord, RecordStore
+from pytest_xla_dynamo.repro import repro_command
 from pytest_xla_dynamo.timing.threads import ThreadBudget, budget_for
 
 if TYPE_CHECKING:
+    from pytest_xla_dynamo import zoo
+    from pytest_xla_dynamo.core.backends import Backend
     from pytest_xla_dynamo.core.engine import CaseEngine
     from pytest_xla_dynamo.known_issues.registry import Registry
 
@@ -161,6 +165,38 @@ def record_from_property(name: str, value: Any) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) and name == RECORD_PROPERTY.format(suite=data.get("suite")) else None
+
+
+class CaseCheck:
+    """The opening the check fixtures share (``XlaParity``, ``GraphCheck``, ``XlaTiming``): the test's session and
+    item, the mode of a check, the backends' support of it, the repro command and the record's identity."""
+
+    suite = ""
+
+    def __init__(self, session: XlaSession, item: pytest.Item) -> None:
+        self.session = session
+        self.item = item
+
+    def _mode(self, mode: str | None) -> str:
+        """``mode`` if given, else the test's ``xla_mode`` marker (UsageError when neither says it)."""
+        return case_mode(self.item, mode)
+
+    def _supports(self, mode: str, *backends: Backend, what: str = "") -> None:
+        """UsageError unless every one of ``backends`` supports ``mode`` (``what``: the message's prefix)."""
+        unsupported = [b.name for b in backends if not b.supports(mode)]
+        if unsupported:
+            raise pytest.UsageError(f"{what}backend {', '.join(unsupported)} does not support mode {mode!r}")
+
+    def _repro(self, backend: Backend, *, timing: bool = False, registry_off: bool = False) -> str:
+        """The command that reproduces this test's case on ``backend``."""
+        return repro_command(self.item.nodeid, self.session.xcfg, backend.name, timing=timing,
+                             registry_off=registry_off, prefix=self.session.repro_prefix)
+
+    def _fields(self, spec: zoo.ModelSpec, backend: Backend, mode: str, repro: str) -> dict[str, Any]:
+        """The record's identity: suite, model, backend, mode, repro, device, batch size and tier."""
+        tier = self.session.xcfg.tier
+        return dict(suite=self.suite, name=spec.name, backend=backend.name, mode=mode, repro=repro,
+                    dev=backend.device_kind, batch_size=spec.batch(tier), tier=tier)
 
 
 session_key = pytest.StashKey[XlaSession]()

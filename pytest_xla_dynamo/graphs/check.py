@@ -20,16 +20,14 @@ from pytest_xla_dynamo.core.capture import Capture
 from pytest_xla_dynamo.core.stages import Where, mark
 from pytest_xla_dynamo.graphs.signature import STEADY_STEPS, build_signature, conformance_problems, recompiles
 from pytest_xla_dynamo.graphs.snapshots import compare, snapshot_missing, snapshot_stem
-from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.records import CaseRecord
-from pytest_xla_dynamo.repro import repro_command
+from pytest_xla_dynamo.session import CaseCheck, XlaSession
 
 if TYPE_CHECKING:
     import torch
     from syrupy.assertion import SnapshotAssertion
 
     from pytest_xla_dynamo.core.cases import PreparedCase
-    from pytest_xla_dynamo.session import XlaSession
 
 
 class GraphSignatureError(AssertionError):
@@ -72,22 +70,20 @@ def _record_fields(case: PreparedCase, signature: Mapping[str, Any],
     return fields
 
 
-class GraphCheck:
+class GraphCheck(CaseCheck):
     """The ``xla_graphs`` fixture: ``xla_graphs.check_case(spec, backend)`` measures a zoo case
     (the shared prepared case), records it and compares its signature with the test's snapshot."""
 
+    suite = "graphs"
+
     def __init__(self, session: XlaSession, item: pytest.Item, snapshot: SnapshotAssertion) -> None:
-        self.session = session
-        self.item = item
+        super().__init__(session, item)
         self.snapshot = snapshot
 
     def _record(self, spec: zoo.ModelSpec, backend: Backend, mode: str, status: str, message: str,
                 repro: str, **fields: Any) -> None:
-        xcfg = self.session.xcfg
         self.session.record(self.item, CaseRecord(
-            suite="graphs", name=spec.name, backend=backend.name, mode=mode, status=status, repro=repro,
-            message=message, dev=backend.device_kind, batch_size=spec.batch(xcfg.tier), tier=xcfg.tier,
-            **fields))
+            **self._fields(spec, backend, mode, repro), status=status, message=message, **fields))
 
     def _remember(self, exc: BaseException, spec: zoo.ModelSpec, backend: Backend, mode: str, status: str,
                   repro: str, harness: str = "") -> None:
@@ -120,13 +116,12 @@ class GraphCheck:
         """Measure, record and check one case; returns its signature. ``mode`` defaults to the
         test's ``xla_mode`` marker."""
         __tracebackhide__ = True
-        mode = case_mode(self.item, mode)
-        if not backend.supports(mode):
-            raise pytest.UsageError(f"backend {backend.name} does not support mode {mode!r}")
+        mode = self._mode(mode)
+        self._supports(mode, backend)
         if not backend.stats:
             pytest.skip(f"backend {backend.name} exposes no graph statistics (no dynamo, no XLA)")
         session = self.session
-        repro = repro_command(self.item.nodeid, session.xcfg, backend.name, prefix=session.repro_prefix)
+        repro = self._repro(backend)
         label = f"{spec.name} / {backend.name} / {mode}"
         try:
             case = session.engine.prepared(spec, backend, mode)

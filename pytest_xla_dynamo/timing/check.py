@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
-from pytest_xla_dynamo.repro import repro_command
+from pytest_xla_dynamo.session import CaseCheck, XlaSession
 from pytest_xla_dynamo.timing import interference
 from pytest_xla_dynamo.timing.measure import Measurement, measure
 from pytest_xla_dynamo.timing.memory import device_memory, memory_columns
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
     from pytest_xla_dynamo.core.backends import Backend
     from pytest_xla_dynamo.core.cases import PreparedCase
-    from pytest_xla_dynamo.session import XlaSession
 
 SUITE = "timing"
 NOT_MEASURED = "not_measured"  # status of a case run with --benchmark-disable
@@ -89,13 +87,14 @@ def _ms(values: list[float], iterations: int) -> list[float]:
     return [round(s / iterations * 1000, 4) for s in values]
 
 
-class XlaTiming:
+class XlaTiming(CaseCheck):
     """The ``xla_timing`` fixture: ``xla_timing.check_case(spec, backend)`` times a zoo case against the
     baseline (``--xla-baseline-backend``), records it and returns the record."""
 
+    suite = SUITE
+
     def __init__(self, session: XlaSession, item: pytest.Item, benchmark: Any) -> None:
-        self.session = session
-        self.item = item
+        super().__init__(session, item)
         self.benchmark = benchmark
 
     def check_case(self, spec: zoo.ModelSpec, backend: Backend, mode: str | None = None) -> CaseRecord:
@@ -104,7 +103,7 @@ class XlaTiming:
         Raises (after recording ``fail_to_run`` or ``eager_fail_to_run``) when a case cannot be built
         or stepped; skips under xdist with more than one worker and when ``backend`` is the baseline.
         """
-        mode = case_mode(self.item, mode)
+        mode = self._mode(mode)
         run = self._open(spec, backend, mode)
         engine = self.session.engine
         try:
@@ -136,16 +135,12 @@ class XlaTiming:
         if backend.name == base_backend.name:
             pytest.skip(f"{backend.name} is the timing baseline (--xla-baseline-backend): its speedup is 1 by "
                         "definition")
-        unsupported = [b.name for b in (backend, base_backend) if not b.supports(mode)]
-        if unsupported:
-            raise pytest.UsageError(f"timing: backend {', '.join(unsupported)} does not support mode {mode!r}")
+        self._supports(mode, backend, base_backend, what="timing: ")
         iterations, repeat = xcfg.iterations_per_run, xcfg.repeat
         budget = session.thread_budget
         thread_info = {**budget.to_dict(), "torch": apply_torch_threads(budget.threads)}
-        repro = repro_command(self.item.nodeid, xcfg, backend.name, timing=True, prefix=session.repro_prefix)
         base_fields: dict[str, Any] = dict(
-            suite=SUITE, name=spec.name, backend=backend.name, mode=mode, repro=repro, dev=backend.device_kind,
-            batch_size=spec.batch(xcfg.tier), tier=xcfg.tier, baseline=base_backend.name,
+            **self._fields(spec, backend, mode, self._repro(backend, timing=True)), baseline=base_backend.name,
             iterations_per_run=iterations, repeat=repeat)
         context: dict[str, Any] = {
             "iterations_per_run": iterations, "repeat": repeat, "threads": budget.threads,
