@@ -5,7 +5,7 @@ Built in: ``trace_once`` (``torch.compile(backend="openxla")`` on the XLA device
 the forward and the backward: trace_once's graph cuts without dynamo), ``eager`` (CPU, the reference
 and timing baseline), and peers ``openxla_eval`` (inference only), ``inductor`` and ``aot_eager``
 (CPU). The seed's names are aliases. Downstream projects add backends with the
-``pytest_xla_register_backends`` hook or the ``pytest_xla_dynamo.core.backends`` entry point group (an
+``pytest_xla_register_backends`` hook or the ``pytest_xla_dynamo.backends`` entry point group (an
 entry point names a :class:`Backend` or a callable returning an iterable of them). Defining backends imports no torch.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-ENTRY_POINT_GROUP = "pytest_xla_dynamo.core.backends"
+ENTRY_POINT_GROUP = "pytest_xla_dynamo.backends"
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ class BackendRegistry:
 
 
 def entry_point_backends() -> list[Backend]:
-    """Backends that installed packages declare in the ``pytest_xla_dynamo.core.backends`` group."""
+    """Backends that installed packages declare in the ``pytest_xla_dynamo.backends`` group."""
     found: list[Backend] = []
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
