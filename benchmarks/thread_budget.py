@@ -63,9 +63,9 @@ def child(args: argparse.Namespace) -> None:
     import torch
 
     from pytest_xla_dynamo import zoo
-    from pytest_xla_dynamo.backends import default_registry
-    from pytest_xla_dynamo.cases import CaseKey, PreparedCase, build_inputs, build_model
-    from pytest_xla_dynamo.devices import ensure_runtime
+    from pytest_xla_dynamo.core.backends import default_registry
+    from pytest_xla_dynamo.core.cases import CaseKey, PreparedCase, build_inputs, build_model
+    from pytest_xla_dynamo.core.devices import ensure_runtime
     from pytest_xla_dynamo.timing.measure import run_iterations
 
     threads = int(args.child)

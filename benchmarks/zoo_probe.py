@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_xla_dynamo import zoo
-from pytest_xla_dynamo.patches import random_modules
+from pytest_xla_dynamo.core.patches import random_modules
 from pytest_xla_dynamo.report import THREAD_VARIABLES
 
 

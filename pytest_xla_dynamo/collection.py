@@ -15,10 +15,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from pytest_xla_dynamo import devices, zoo
+from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.activation import XLA_FIXTURES as XLA_FIXTURES  # what makes an XLA test
 from pytest_xla_dynamo.activation import needs_xla as needs_xla
 from pytest_xla_dynamo.config import MODES, TENSOR_MODES
+from pytest_xla_dynamo.core import devices
 from pytest_xla_dynamo.markers import item_modes, marker_values
 from pytest_xla_dynamo.session import XlaSession
 

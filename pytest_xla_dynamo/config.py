@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pytest_xla_dynamo.cpu_isa import CPU_ISAS
+from pytest_xla_dynamo.core.constants import MODES, SEED_MAX, TENSOR_MODES
 from pytest_xla_dynamo.options import (
     BOOL_VALID,
     DEFAULT_ISOLATE_TIMEOUT,
@@ -34,13 +34,19 @@ from pytest_xla_dynamo.options import (
 from pytest_xla_dynamo.zoo.spec import ALL
 from pytest_xla_dynamo.zoo.spec import SEED_COLLECTION as SEED
 
-TENSOR_MODES = ("eager", "fake")
-MODES = ("train", "infer")
+NATIVE = "native"
+XLA_ISA_FLAG = "--xla_cpu_max_isa"  # an entry of XLA_FLAGS, not a variable of its own
+#: --xla-cpu-isa: the settings each value caps (applied by pytest_xla_dynamo.workers.cpu_isa)
+ISA_VARIABLES: Mapping[str, Mapping[str, str]] = {
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", XLA_ISA_FLAG: "AVX2"},
+    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512", XLA_ISA_FLAG: "AVX512"},
+    NATIVE: {},
+}
+CPU_ISAS: tuple[str, ...] = tuple(ISA_VARIABLES)
 REPORT_FORMATS = ("table", "csv", "json", "png")
 KNOWN_ISSUE_POLICIES = ("xfail", "run", "skip")
 TRIAGE_POLICIES = ("auto", "full", "summary", "off")
 DROPOUT_POLICIES = ("identity", "keep")
-SEED_MAX = 2**32 - 1  # numpy's range: np.random.seed takes 0..2**32-1
 SHARDS_MAX = 1000  # --xla-shard=I/N: N beyond any CI matrix (the split keeps a list of N loads)
 THREADS_MAX = 4096  # --xla-threads: beyond any machine's cores (torch takes a C int)
 
@@ -66,7 +72,7 @@ class XlaConfig:
     baseline_backend: str = "eager"
     baseline_auto: bool = False  # baseline_backend came from 'auto' (see auto_baseline)
     threads: int | None = None  # --xla-threads; None: auto (pytest_xla_dynamo.timing.threads.auto_threads)
-    cpu_isa: str = "avx2"  # --xla-cpu-isa (pytest_xla_dynamo.cpu_isa)
+    cpu_isa: str = "avx2"  # --xla-cpu-isa (pytest_xla_dynamo.workers.cpu_isa)
     report: tuple[str, ...] = ("table",)
     report_dir: Path = Path("xla-report")
     known_issues: str = "xfail"
@@ -244,15 +250,8 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
 
     ``collections``: the zoo's collections and their models (default: every model in ``seed``);
     ``--xla-models=all`` means the models of the ``--xla-zoo`` collections, named models any model."""
-    raw: dict[str, str] = {}
-    sources: dict[str, str] = {}
     env = os.environ if environ is None else environ
-    for opt in OPTIONS:  # the seed's variables are checked even where the command line overrides them
-        for var in opt.env:
-            if var in env and opt.env_map is not None:
-                opt.env_map(var, env[var])
-    for opt in OPTIONS:
-        raw[opt.dest], sources[opt.dest] = raw_value(config, opt, environ)
+    raw, sources = _raw_values(config, environ)
     o = OPTIONS_BY_DEST
 
     def get(name: str) -> tuple[Option, str]:
@@ -299,6 +298,28 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         summary=to_path(raw["xla_summary"]),
         shard=to_shard(*get("xla_shard")),
     )
+    _check_together(values)
+    return XlaConfig(**values, sources=sources)
+
+
+def _raw_values(config: pytest.Config, environ: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """Every option's raw value and where it came from, by dest (the seed's variables are checked even where the
+    command line overrides them)."""
+    env = os.environ if environ is None else environ
+    for opt in OPTIONS:
+        for var in opt.env:
+            if var in env and opt.env_map is not None:
+                opt.env_map(var, env[var])
+    raw: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for opt in OPTIONS:
+        raw[opt.dest], sources[opt.dest] = raw_value(config, opt, environ)
+    return raw, sources
+
+
+def _check_together(values: Mapping[str, Any]) -> None:
+    """The options that need a file, or another option (UsageError). The gate's files (``--xla-expected``,
+    ``--xla-timing-baseline``, ``--xla-summary``) are checked by gating.paths."""
     for path in values["known_issues_files"]:
         if path.is_dir():
             raise pytest.UsageError(f"--xla-known-issues-file: {str(path)!r} is a directory; valid: a TOML file of "
@@ -309,5 +330,3 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         raise pytest.UsageError("--xla-update-expected needs --xla-expected=FILE")
     if values["min_speedup_ratio"] is not None and values["timing_baseline"] is None:
         raise pytest.UsageError("--xla-min-speedup-ratio needs --xla-timing-baseline=FILE")
-    # the gate's files (--xla-expected, --xla-timing-baseline, --xla-summary) are checked by gating.paths
-    return XlaConfig(**values, sources=sources)

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_xla_dynamo.backends import BackendRegistry
+    from pytest_xla_dynamo.core.backends import BackendRegistry
 
 
 @pytest.hookspec
 def pytest_xla_register_backends(registry: BackendRegistry) -> None:
     """Register backends: ``registry.register(Backend(...))``.
 
-    They then show in validation and in ``--xla-backend=all`` (the ``pytest_xla_dynamo.backends``
+    They then show in validation and in ``--xla-backend=all`` (the ``pytest_xla_dynamo.core.backends``
     entry point group also lists them in ``--help``).
     """
 
@@ -26,7 +26,7 @@ def pytest_xla_register_models(register: Any) -> None:
 
 @pytest.hookspec
 def pytest_xla_register_patches(register: Any) -> None:
-    """Register op patches: ``register(Patch(...))`` (see ``pytest_xla_dynamo.patches``)."""
+    """Register op patches: ``register(Patch(...))`` (see ``pytest_xla_dynamo.core.patches``)."""
 
 
 @pytest.hookspec

@@ -10,14 +10,26 @@ trust the validation and never fail on a value it let through. No torch here.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
 
+from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.activation import MARKERS as _MARKERS
-from pytest_xla_dynamo.config import MODES, POSITIVE_FLOAT, SEED_MAX, TENSOR_MODES, int_range, positive_float
+from pytest_xla_dynamo.config import (
+    MODES,
+    POSITIVE_FLOAT,
+    SEED_MAX,
+    TENSOR_MODES,
+    did_you_mean,
+    int_range,
+    listing,
+    positive_float,
+)
+from pytest_xla_dynamo.core import patches as _patches
 
 MARKERS = _MARKERS  # declared in activation (imported by every session, dormant or not)
 
@@ -135,14 +147,10 @@ def _choices(values: Iterable[Any], valid: Sequence[str], aliases: Mapping[str, 
 
 
 def _valid(valid: Sequence[str]) -> str:
-    from pytest_xla_dynamo.config import listing
-
     return listing(valid)
 
 
 def _hint(bad: Sequence[Any], valid: Sequence[str]) -> str:
-    from pytest_xla_dynamo.config import did_you_mean
-
     return did_you_mean([b for b in bad if isinstance(b, str) and b != "(none)"], valid)
 
 
@@ -177,27 +185,19 @@ def _choice_problem(item: Any, marker: Any, values: Sequence[Any], valid: Sequen
     return _line(item, marker.name, shown, _valid(valid))
 
 
-def validate_item(item: pytest.Item | Any, *, backends: Sequence[str] | None = None,
+def validate_item(item: pytest.Item | Any, *, backends: Sequence[str],
                   backend_aliases: Mapping[str, str] | None = None, models: Sequence[str] | None = None,
                   patches: Sequence[str] | None = None, modes: Sequence[str] = MODES,
                   tensor_modes: Sequence[str] = TENSOR_MODES) -> list[str]:
     """Every problem with the plugin's markers on ``item``, one line each (``[]``: all valid).
 
-    The valid names default to the session's backend registry (and its aliases), the model zoo and
-    the patch registry (each as extended by the ``pytest_xla_register_*`` hooks).
+    ``backends`` (and their aliases) are the session's registry's, which the caller passes; the models and
+    patches default to the model zoo and the patch registry (each as extended by the ``pytest_xla_register_*``
+    hooks).
     """
-    if backends is None:
-        from pytest_xla_dynamo.session import get_session
-
-        registry = get_session(item.config).backends
-        backends, backend_aliases = registry.names(), registry.aliases
     if models is None:
-        from pytest_xla_dynamo import zoo
-
         models = zoo.model_names()
     if patches is None:
-        from pytest_xla_dynamo import patches as _patches
-
         patches = _patches.patch_names()
     errors: list[str] = []
     lists: tuple[tuple[str, Sequence[str], Mapping[str, str]], ...] = (
@@ -238,3 +238,49 @@ def validate_item(item: pytest.Item | Any, *, backends: Sequence[str] | None = N
         if timeout is not None and positive_float(timeout) is None:
             errors.append(_line(item, "xla_isolated", f"timeout={timeout!r}", f"timeout= {POSITIVE_FLOAT} (seconds)"))
     return errors
+
+
+# --- what a test runs with ---------------------------------------------------------------------
+
+
+def case_mode(item: pytest.Item, mode: str | None = None) -> str:
+    """``mode`` if given, else the test's ``xla_mode`` marker (UsageError when neither says it)."""
+    if mode is None:
+        marker = item.get_closest_marker("xla_mode")
+        if marker is None or len(marker.args) != 1:
+            raise pytest.UsageError(f"{item.nodeid}: say the mode once: @pytest.mark.xla_mode('train' or "
+                                    "'infer') on the test or module, or pass mode=")
+        mode = str(marker.args[0])
+    if mode not in MODES:
+        raise pytest.UsageError(f"{item.nodeid}: invalid mode {mode!r}; valid: {', '.join(MODES)}")
+    return mode
+
+
+@contextlib.contextmanager
+def activate(names: Iterable[str], *, required: bool = True) -> Iterator[list[str]]:
+    """Activate ``names`` for one test (what the plugin's autouse fixture calls), yielding the active names.
+
+    Without torch there is nothing to patch: a test that asked for patches (``required``) is skipped
+    with the install hint; for any other test (patches that come from ``--xla-patch`` or
+    ``REPLACE_MAXPOOL`` for the whole session) nothing happens and no patch is active.
+    """
+    names = list(dict.fromkeys(names))
+    if _patches.torch_missing():
+        if required:
+            what = f"op patches ({', '.join(names)})" if names else "op patches (the xla_patches fixture)"
+            pytest.skip(f"{what} need torch, not installed: {_patches.TORCH_HINT}")
+        yield []
+        return
+    if not names:
+        yield []
+        return
+    with _patches.apply_patches(names) as active:
+        yield active
+
+
+def for_test(item: pytest.Item, configured: Sequence[str]) -> contextlib.AbstractContextManager[list[str]]:
+    """:func:`activate` for ``item``: the session's patches (``configured``) and the test's ``xla_patch``
+    markers; the test requires them if it has such a marker or uses the ``xla_patches`` fixture."""
+    marked = item_patches(item)
+    required = bool(marked) or "xla_patches" in getattr(item, "fixturenames", ())
+    return activate([*configured, *marked], required=required)

@@ -123,7 +123,7 @@ def check_shards(shards: Sequence[Shard]) -> None:
 def merge_records(shards: Sequence[Shard]) -> list[CaseRecord]:
     """All shards' records (check them first with :func:`check_shards`), in the order an unsharded run
     reports them: the zoo's models and the built-in backends in registration order, other names by name."""
-    from pytest_xla_dynamo.backends import default_registry
+    from pytest_xla_dynamo.core.backends import default_registry
     from pytest_xla_dynamo.zoo import model_names
 
     records = [record for shard in shards for record in shard.records]
@@ -195,17 +195,7 @@ def _inputs(args: argparse.Namespace, formats: Sequence[str]) -> tuple[list[Shar
 def main(argv: Sequence[str]) -> int:
     """``python -m pytest_xla_dynamo merge``: exit 0 (merged; gate passed or none), 1 (gate failed),
     4 (bad arguments or shards that cannot be merged; nothing written)."""
-    from pytest_xla_dynamo.gating import (
-        cases_from_records,
-        compare,
-        merge_update,
-        render_markdown,
-        timing_from_records,
-        write_expected,
-    )
     from pytest_xla_dynamo.gating.expected import ExpectedFileError
-    from pytest_xla_dynamo.gating.paths import write_summary
-    from pytest_xla_dynamo.gating.render import terminal_lines, verdict_line
     from pytest_xla_dynamo.report import write_reports
     from pytest_xla_dynamo.report.writer import FILE_FORMATS
 
@@ -234,6 +224,23 @@ def main(argv: Sequence[str]) -> int:
         for line in errors:
             print(f"ERROR: {line}", file=sys.stderr)
         return _error("the merged reports were not written (nothing else was)")
+    return _gate(args, records, expected, len(shards))
+
+
+def _gate(args: argparse.Namespace, records: Sequence[CaseRecord], expected: dict[Key, CaseRow] | None,
+          shard_count: int) -> int:
+    """The merged run against ``--expected`` (or the file updated), and the summary; the exit code."""
+    from pytest_xla_dynamo.gating import (
+        cases_from_records,
+        compare,
+        merge_update,
+        render_markdown,
+        timing_from_records,
+        write_expected,
+    )
+    from pytest_xla_dynamo.gating.paths import write_summary
+    from pytest_xla_dynamo.gating.render import terminal_lines, verdict_line
+
     run_cases = cases_from_records(records)
     result = None
     if args.update_expected:
@@ -253,7 +260,7 @@ def main(argv: Sequence[str]) -> int:
             print(verdict[0])
     if args.summary is not None:
         text = render_markdown(result, run_cases, expected_path=args.expected, strict_improved=args.strict_improved,
-                               shard_line=f"merged from {len(shards)} shards")
+                               shard_line=f"merged from {shard_count} shards")
         try:
             how = write_summary(args.summary, text)
         except OSError as exc:

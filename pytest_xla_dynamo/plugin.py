@@ -19,15 +19,15 @@ from pytest_xla_dynamo import activation, hookspecs, options
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
-    from pytest_xla_dynamo.backends import Backend
     from pytest_xla_dynamo.config import XlaConfig
+    from pytest_xla_dynamo.core.backends import Backend
+    from pytest_xla_dynamo.core.patches import PatchController
+    from pytest_xla_dynamo.core.tensor_modes import TensorMode
     from pytest_xla_dynamo.graphs.check import GraphCheck
     from pytest_xla_dynamo.parity import XlaParity
-    from pytest_xla_dynamo.patches import PatchController
     from pytest_xla_dynamo.session import XlaSession
-    from pytest_xla_dynamo.snippets import Snippets
-    from pytest_xla_dynamo.tensor_modes import TensorMode
     from pytest_xla_dynamo.timing.check import XlaTiming
+    from pytest_xla_dynamo.workers.snippets import Snippets
 
 #: the option help's lists of valid values until ``--help`` asks for them (computing them imports the zoo
 #: and scans the installed packages' entry points: too much for every pytest session of the venv)
@@ -50,8 +50,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _help_values() -> dict[str, str]:
-    from pytest_xla_dynamo import backends, patches, zoo
-    from pytest_xla_dynamo.cpu_isa import CPU_ISAS
+    from pytest_xla_dynamo import zoo
+    from pytest_xla_dynamo.config import CPU_ISAS
+    from pytest_xla_dynamo.core import backends, patches
 
     return {"backends": ", ".join(backends.default_registry().names()),
             "patches": ", ".join(patches.patch_names()), "collections": ", ".join(zoo.collection_names()),
@@ -78,9 +79,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """A dormant plugin's snippets (``pytest_xla_dynamo.snippets`` used directly) end with the session, as an
+    """A dormant plugin's snippets (``pytest_xla_dynamo.workers.snippets`` used directly) end with the session, as an
     active plugin's do (its isolation plugin ends them)."""
-    processes = sys.modules.get("pytest_xla_dynamo.processes")
+    processes = sys.modules.get("pytest_xla_dynamo.workers.processes")
     if processes is not None and not _active(config):
         processes.end_all()
 
@@ -88,10 +89,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     """Turn the plugin on (see :mod:`~pytest_xla_dynamo.activation`): resolve the options into the session
     object and register it and the concern plugins. Sets no environment variable and imports no torch."""
-    from pytest_xla_dynamo import backends as _backends
     from pytest_xla_dynamo import config as _config
-    from pytest_xla_dynamo import patches, zoo
-    from pytest_xla_dynamo.session import XdistHooks, XlaSession, session_key
+    from pytest_xla_dynamo import zoo
+    from pytest_xla_dynamo.core import backends as _backends
+    from pytest_xla_dynamo.core import patches
+    from pytest_xla_dynamo.session import XlaSession, session_key
+    from pytest_xla_dynamo.workers.xdist_hooks import XdistHooks
 
     registry = _backends.default_registry()
     config.hook.pytest_xla_register_backends(registry=registry)
@@ -118,14 +121,14 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     if manager.hasplugin("xdist"):
         manager.register(XdistHooks(session), "xla_dynamo_xdist")
     _use_loadgroup(config)
-    from pytest_xla_dynamo.cpu_isa import CpuIsaPlugin
     from pytest_xla_dynamo.gating.plugin import GatingPlugin
-    from pytest_xla_dynamo.isolation import IsolationPlugin
     from pytest_xla_dynamo.known_issues.plugin import KnownIssuesPlugin
     from pytest_xla_dynamo.report.plugin import ReportPlugin
-    from pytest_xla_dynamo.sharding import ShardingPlugin
-    from pytest_xla_dynamo.timing.threads import ThreadBudgetPlugin
     from pytest_xla_dynamo.triage.plugin import TriagePlugin
+    from pytest_xla_dynamo.workers.cpu_isa import CpuIsaPlugin
+    from pytest_xla_dynamo.workers.isolation import IsolationPlugin
+    from pytest_xla_dynamo.workers.sharding import ShardingPlugin
+    from pytest_xla_dynamo.workers.threads import ThreadBudgetPlugin
 
     # the concern plugins, each given the session (none of them imports torch), in the order of CONCERNS
     factories: dict[str, Callable[[XlaSession], object]] = {
@@ -224,7 +227,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Where the session's selected tests need XLA, the process-wide effects start here, before any test
     runs (and never during collection): ``PJRT_DEVICE`` defaults to ``CPU``, torch's structured-trace
     records stay out of captured logs, and the CPU instruction-set cap is set (see
-    :mod:`~pytest_xla_dynamo.cpu_isa`; here, tryfirst, so that the line after collection says it). A session
+    :mod:`~pytest_xla_dynamo.workers.cpu_isa`; here, tryfirst, so that the line after collection says it). A session
     without XLA tests is left as it is."""
     if not _active(session.config):
         return
@@ -233,7 +236,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     xsession.runs_xla = any(activation.needs_xla(item) and item.get_closest_marker("skip") is None
                             for item in session.items)
     if xsession.runs_xla:
-        from pytest_xla_dynamo import devices
+        from pytest_xla_dynamo.core import devices
 
         devices.default_pjrt_device()
         devices.quiet_torch_trace()
@@ -257,7 +260,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """
     if not _active(item.config) or not get_session(item.config).runs_xla:
         return
-    from pytest_xla_dynamo import devices
+    from pytest_xla_dynamo.core import devices
 
     reason = devices.bringup_failure()
     if reason is not None and activation.needs_xla(item):
@@ -274,12 +277,13 @@ def _xla_isolation(request: pytest.FixtureRequest) -> Iterator[None]:
     if not isinstance(item, pytest.Item) or not activation.needs_xla(item):
         yield
         return
-    from pytest_xla_dynamo import devices, markers
+    from pytest_xla_dynamo import markers
+    from pytest_xla_dynamo.core import devices
 
     if not devices.xla_available():
         yield
         return
-    from pytest_xla_dynamo import state
+    from pytest_xla_dynamo.core import state
 
     seed = markers.marker_seed(item, get_session(request.config).xcfg.seed)
     with state.clean_state(seed, reset_dynamo=item.get_closest_marker("xla_shared_case") is None):
@@ -294,9 +298,9 @@ def _xla_active_patches(request: pytest.FixtureRequest) -> Iterator[list[str]]:
     if not _active(request.config):
         yield []
         return
-    from pytest_xla_dynamo import patches
+    from pytest_xla_dynamo import markers
 
-    with patches.for_test(_item(request), get_session(request.config).xcfg.patches) as active:
+    with markers.for_test(_item(request), get_session(request.config).xcfg.patches) as active:
         yield active
 
 
@@ -304,7 +308,7 @@ def _xla_active_patches(request: pytest.FixtureRequest) -> Iterator[list[str]]:
 
 
 def _skip_without(*extra: str) -> None:
-    from pytest_xla_dynamo import devices
+    from pytest_xla_dynamo.core import devices
 
     reason = devices.skip_reason(extra)
     if reason:
@@ -327,7 +331,7 @@ def xla_config_obj(request: pytest.FixtureRequest) -> XlaConfig:
 def xla_device() -> Any:
     """This process's XLA device (``torch_xla.device()``); each xdist worker has its own."""
     _skip_without()
-    from pytest_xla_dynamo import devices
+    from pytest_xla_dynamo.core import devices
 
     return devices.ensure_runtime()
 
@@ -342,7 +346,7 @@ def xla_backend(request: pytest.FixtureRequest) -> Backend:
 @pytest.fixture
 def tensor_mode(request: pytest.FixtureRequest) -> TensorMode:
     """The tensor mode, parametrized from ``--xla-tensor-mode`` (``eager`` or ``fake``)."""
-    from pytest_xla_dynamo.tensor_modes import get_tensor_mode
+    from pytest_xla_dynamo.core.tensor_modes import get_tensor_mode
 
     return get_tensor_mode(getattr(request, "param", None) or get_session(request.config).xcfg.tensor_modes[0])
 
@@ -363,7 +367,7 @@ def xla_model(request: pytest.FixtureRequest) -> zoo.ModelSpec:
 def xla_patches(_xla_active_patches: list[str]) -> Iterator[PatchController]:
     """Patch control for a test: ``xla_patches.apply("maxpool_to_avgpool", model=m)`` as a context
     manager, ``xla_patches.patch_model(m)`` to apply the active patches to a model built earlier."""
-    from pytest_xla_dynamo.patches import PatchController
+    from pytest_xla_dynamo.core.patches import PatchController
 
     controller = PatchController(_xla_active_patches)
     yield controller
@@ -424,6 +428,6 @@ def xla_timing(request: pytest.FixtureRequest) -> Iterator[XlaTiming]:
 @pytest.fixture
 def xla_subprocess(request: pytest.FixtureRequest) -> Snippets:
     """Runs a snippet in a fresh interpreter: ``xla_subprocess.run(code)``, ``.check(code)``."""
-    from pytest_xla_dynamo.snippets import Snippets
+    from pytest_xla_dynamo.workers.snippets import Snippets
 
     return Snippets(cwd=request.config.invocation_params.dir)

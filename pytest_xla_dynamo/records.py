@@ -13,26 +13,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-# Accuracy statuses, in the vocabulary of pytorch's benchmarks/dynamo harness.
-STATUSES = (
-    "pass",
-    "pass_due_to_skip",
-    "pass_not_captured",  # a dynamo backend's parity passed, but dynamo captured nothing (see capture.py)
-    "fail_accuracy",
-    "fail_to_run",
-    "eager_fail_to_run",
-    "eager_two_runs_differ",
-    "model_fail_to_load",
-    "OOM",
-    "timeout",
-    "fail_graph",  # graph signature changed or a steady-state recompile (graphs suite)
-    "unreliable",  # timing disturbed by other load even after a re-measure: the speedup is kept but not trusted
-)
-UNRELIABLE = "unreliable"
-PASSING = ("pass", "pass_due_to_skip")
-#: Not in PASSING: a case that compiled nothing did not test the backend; the gate and tables keep it apart.
-NOT_CAPTURED = "pass_not_captured"
-
+from pytest_xla_dynamo.core.constants import MODES
+from pytest_xla_dynamo.core.constants import NOT_CAPTURED as NOT_CAPTURED
+from pytest_xla_dynamo.core.constants import PASSING as PASSING
+from pytest_xla_dynamo.core.constants import STATUSES as STATUSES
+from pytest_xla_dynamo.core.constants import UNRELIABLE as UNRELIABLE
 
 
 @dataclass
@@ -145,8 +130,6 @@ def sort_records(records: Iterable[CaseRecord], models: Sequence[str], backends:
     (train, infer); names not listed after the listed ones, by name."""
     model_index = {name: i for i, name in enumerate(models)}
     backend_index = {name: i for i, name in enumerate(backends)}
-    from pytest_xla_dynamo.config import MODES
-
     def key(r: CaseRecord) -> tuple[int, str, int, str, int]:
         return (model_index.get(r.name, len(model_index)), r.name, backend_index.get(r.backend, len(backend_index)),
                 r.backend, MODES.index(r.mode) if r.mode in MODES else len(MODES))

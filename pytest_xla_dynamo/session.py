@@ -7,11 +7,10 @@ options (:class:`~pytest_xla_dynamo.config.XlaConfig`), the backend registry, th
 case engine (created on first use: it is the only part that needs torch), the known-issue registry
 (set by the known-issues plugin), and what pytest-xdist workers sent back.
 
-This is the one place that knows about pytest-xdist (with :mod:`~pytest_xla_dynamo.xdist_schedule`, the
-scheduler it returns): :attr:`XlaSession.is_worker` is the only "am I a worker" check, and
-:class:`XdistHooks` (registered only when xdist is loaded) holds the only ``pytest_testnodedown`` and
-``pytest_xdist_make_scheduler``. A worker sends one dict through ``config.workeroutput``; the controller
-merges it into its store, or, for a worker that died, the records its test reports carried. No torch here.
+:attr:`XlaSession.is_worker` is the only "am I a worker" check. A worker sends one dict
+(:meth:`XlaSession.worker_output`) through ``config.workeroutput``; the controller merges it into its store
+(:meth:`XlaSession.merge_worker_output`) through :class:`~pytest_xla_dynamo.workers.xdist_hooks.XdistHooks`,
+or, for a worker that died, the records its test reports carried. No torch here.
 """
 
 from __future__ import annotations
@@ -26,12 +25,18 @@ import pytest
 from pytest_xla_dynamo import launch
 from pytest_xla_dynamo.activation import ACTIVATE_KEY as _ACTIVATE_KEY
 from pytest_xla_dynamo.activation import CHILD_ENV as _CHILD_ENV
-from pytest_xla_dynamo.backends import BackendRegistry
 from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.core.backends import BackendRegistry
+from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.records import CaseRecord, RecordStore
+from pytest_xla_dynamo.repro import repro_command
+from pytest_xla_dynamo.timing.threads import ThreadBudget, budget_for
 
 if TYPE_CHECKING:
-    from pytest_xla_dynamo.engine import CaseEngine
+    from pytest_xla_dynamo import zoo
+    from pytest_xla_dynamo.core.backends import Backend
+    from pytest_xla_dynamo.core.engine import CaseEngine
+    from pytest_xla_dynamo.known_issues.registry import Registry
 
 #: ``config.workeroutput`` key of the one dict a worker sends: ``{"records": [...], "shard": [n, of]}``
 WORKEROUTPUT_KEY = "xla_dynamo"
@@ -54,7 +59,8 @@ class XlaSession:
         # popped: the child's own subprocesses (an xla_subprocess snippet) are not isolated children
         child = os.environ.pop(CHILD_ENV, None)
         self.child_output: Path | None = Path(child) if child else None
-        self.known_issues: Any = None  # the known_issues.Registry, set by the known-issues plugin
+        self.known_issues: Registry | None = None  # set by the known-issues plugin
+        self._thread_budget: ThreadBudget | None = None  # set by the thread-budget plugin
         self.worker_records: dict[str, int] = {}  # controller: records received per worker
         self.worker_peaks: dict[str, int] = {}  # controller: each worker's peak resident memory, kB
         self.recovered_records: dict[str, int] = {}  # controller: records of dead workers, from their reports
@@ -90,13 +96,25 @@ class XlaSession:
         """``pytest`` or ``python -m pytest_xla_dynamo``: how repro commands start."""
         return launch.repro_prefix(self.config)
 
+    @property
+    def thread_budget(self) -> ThreadBudget:
+        """Timing's thread budget as the thread-budget plugin applied it, or (without that plugin) the option's
+        own, whose XLA part says it was not applied."""
+        if self._thread_budget is not None:
+            return self._thread_budget
+        return budget_for(self.xcfg.threads, xla="not set (the thread-budget plugin is not registered)")
+
+    @thread_budget.setter
+    def thread_budget(self, budget: ThreadBudget) -> None:
+        self._thread_budget = budget
+
     # --- collaborators ------------------------------------------------------------------------------
 
     @property
     def engine(self) -> CaseEngine:
         """The process's case engine (prepared, compiled cases shared by parity, graphs and timing)."""
         if self._engine is None:
-            from pytest_xla_dynamo.engine import CaseEngine
+            from pytest_xla_dynamo.core.engine import CaseEngine
 
             self._engine = CaseEngine(self.xcfg, self.backends)
         return self._engine
@@ -138,10 +156,6 @@ class XlaSession:
             self.config.workeroutput[WORKEROUTPUT_KEY] = self.worker_output()  # type: ignore[attr-defined]
 
 
-def _worker_id(node: Any) -> str:
-    return str(getattr(node, "workerinput", {}).get("workerid") or getattr(getattr(node, "gateway", None), "id", "?"))
-
-
 def record_from_property(name: str, value: Any) -> dict[str, Any] | None:
     """The record a test report's user property carries (:data:`RECORD_PROPERTY`: the record's JSON), else None."""
     if not (name.startswith(_RECORD_PREFIX) and isinstance(value, str) and value.startswith("{")):
@@ -153,52 +167,36 @@ def record_from_property(name: str, value: Any) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and name == RECORD_PROPERTY.format(suite=data.get("suite")) else None
 
 
-class XdistHooks:
-    """The plugin's pytest-xdist hooks (registered only when xdist is loaded): what each worker sent
-    reaches the controller's session. A worker sends its records once, at its end; the records also
-    travel with each test's report, and those of a worker that died before its end (a segfault, the OOM
-    killer) are taken from its reports instead of being lost."""
+class CaseCheck:
+    """The opening the check fixtures share (``XlaParity``, ``GraphCheck``, ``XlaTiming``): the test's session and
+    item, the mode of a check, the backends' support of it, the repro command and the record's identity."""
 
-    def __init__(self, session: XlaSession) -> None:
+    suite = ""
+
+    def __init__(self, session: XlaSession, item: pytest.Item) -> None:
         self.session = session
-        self.streamed: dict[str, list[dict[str, Any]]] = {}  # worker -> records seen in its teardown reports
+        self.item = item
 
-    @pytest.hookimpl
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        node = getattr(report, "node", None)  # set by xdist on a report a worker sent
-        if node is None or report.when != "teardown":  # teardown: the last report, with every property
-            return
-        found = (record_from_property(name, value) for name, value in report.user_properties)
-        self.streamed.setdefault(_worker_id(node), []).extend(r for r in found if r is not None)
+    def _mode(self, mode: str | None) -> str:
+        """``mode`` if given, else the test's ``xla_mode`` marker (UsageError when neither says it)."""
+        return case_mode(self.item, mode)
 
-    @pytest.hookimpl
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """xdist's loadgroup scheduler without its hangs after a worker crash (see xdist_schedule)."""
-        from pytest_xla_dynamo.xdist_schedule import make_scheduler
+    def _supports(self, mode: str, *backends: Backend, what: str = "") -> None:
+        """UsageError unless every one of ``backends`` supports ``mode`` (``what``: the message's prefix)."""
+        unsupported = [b.name for b in backends if not b.supports(mode)]
+        if unsupported:
+            raise pytest.UsageError(f"{what}backend {', '.join(unsupported)} does not support mode {mode!r}")
 
-        return make_scheduler(config, log)
+    def _repro(self, backend: Backend, *, timing: bool = False, registry_off: bool = False) -> str:
+        """The command that reproduces this test's case on ``backend``."""
+        return repro_command(self.item.nodeid, self.session.xcfg, backend.name, timing=timing,
+                             registry_off=registry_off, prefix=self.session.repro_prefix)
 
-    @pytest.hookimpl
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        output = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
-        worker = _worker_id(node)
-        streamed = self.streamed.pop(worker, [])
-        if output is None:  # the worker died before its end: keep what its reports carried
-            self.session.dead_workers.append(worker)
-            self._keep_snapshots()
-            if streamed:
-                output = {"records": streamed}
-                self.session.recovered_records[worker] = len(streamed)
-        self.session.merge_worker_output(worker, output or {})
-
-    def _keep_snapshots(self) -> None:
-        """A dead worker never sends syrupy its snapshot use, and syrupy (7.0) counts worker reports, not
-        workers: its replacement's report makes the count whole, and the controller would delete the dead
-        worker's snapshots as unused under ``--snapshot-update``. Switch the cleanup off for this session."""
-        option = self.session.config.option
-        if hasattr(option, "disable_unused_snapshots") and not option.disable_unused_snapshots:
-            option.disable_unused_snapshots = True
-            self.session.snapshot_cleanup_off = True
+    def _fields(self, spec: zoo.ModelSpec, backend: Backend, mode: str, repro: str) -> dict[str, Any]:
+        """The record's identity: suite, model, backend, mode, repro, device, batch size and tier."""
+        tier = self.session.xcfg.tier
+        return dict(suite=self.suite, name=spec.name, backend=backend.name, mode=mode, repro=repro,
+                    dev=backend.device_kind, batch_size=spec.batch(tier), tier=tier)
 
 
 session_key = pytest.StashKey[XlaSession]()
@@ -212,7 +210,7 @@ def get_session(config: pytest.Config) -> XlaSession:
     if activate is not None:  # the plugin is loaded but dormant: asking for its session turns it on
         return activate()
     if found is None:
-        from pytest_xla_dynamo.backends import default_registry
+        from pytest_xla_dynamo.core.backends import default_registry
 
         found = config.stash[session_key] = XlaSession(config, XlaConfig(), default_registry())
     return found

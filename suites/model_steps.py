@@ -11,23 +11,25 @@ import torch
 
 def step_outputs(model_name: str, backend: str, step: int, dtype: Any = None,
                   pre_hook: tuple[str, Any] | None = None) -> dict[str, Any]:
-    """The zoo's ``model_name`` at the small tier (seed 1337, dropout patched out where it has some): every
-    tensor of training step ``step`` on ``backend`` (``grad stem.conv1.conv.weight``, ...), in ``dtype`` if given;
-    ``pre_hook``: (module name, forward pre-hook) installed on that module first."""
+    """The zoo's ``model_name`` at the small tier (seed 1337, dropout patched out where it has some: the case
+    engine's key and build, with the default options): every tensor of training step ``step`` on ``backend``
+    (``grad stem.conv1.conv.weight``, ...), in ``dtype`` if given; ``pre_hook``: (module name, forward pre-hook)
+    installed on that module first."""
     from pytest_xla_dynamo import zoo
-    from pytest_xla_dynamo.backends import default_registry
-    from pytest_xla_dynamo.cases import CaseKey, PreparedCase, build_inputs, build_model, iter_trace
+    from pytest_xla_dynamo.config import XlaConfig
+    from pytest_xla_dynamo.core.backends import default_registry
+    from pytest_xla_dynamo.core.cases import PreparedCase, iter_trace
+    from pytest_xla_dynamo.core.engine import CaseEngine
 
-    spec = zoo.get_model(model_name)
-    patches = ("dropout_to_identity",) if spec.has_dropout else ()
-    model = build_model(spec, "small", 1337, patches)
-    inputs = build_inputs(spec, "small", 1337, False)
+    engine = CaseEngine(XlaConfig(tier="small", seed=1337), default_registry())
+    spec, runs_on = zoo.get_model(model_name), engine.backends.get(backend)
+    key = engine.key(spec, runs_on, "train")
+    model, inputs = engine.build(key, spec)
     if dtype is not None:
         model, inputs = model.to(dtype), tuple(t.to(dtype) for t in inputs)
     if pre_hook is not None:
         dict(model.named_modules())[pre_hook[0]].register_forward_pre_hook(pre_hook[1])
-    key = CaseKey(spec.name, backend, "train", "small", 1337, patches, False)
-    return list(iter_trace(PreparedCase(key, spec, default_registry().get(backend), model, inputs), step))[-1]
+    return list(iter_trace(PreparedCase(key, spec, runs_on, model, inputs), step))[-1]
 
 
 def step_tensor(model_name: str, backend: str, tensor: str, step: int, dtype: Any = None) -> Any:

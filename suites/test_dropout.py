@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.devices import skip_reason
+from pytest_xla_dynamo.core.devices import skip_reason
 
 if TYPE_CHECKING:
-    from pytest_xla_dynamo.backends import Backend
     from pytest_xla_dynamo.config import XlaConfig
+    from pytest_xla_dynamo.core.backends import Backend
 
 torch = pytest.importorskip("torch", reason=skip_reason())
 

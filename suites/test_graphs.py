@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_xla_dynamo.backends import Backend
+    from pytest_xla_dynamo.core.backends import Backend
     from pytest_xla_dynamo.graphs.check import GraphCheck
     from pytest_xla_dynamo.zoo import ModelSpec
 

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.devices import skip_reason
+from pytest_xla_dynamo.core.devices import skip_reason
 
 pytest.importorskip("torch", reason=skip_reason())
 
-from pytest_xla_dynamo.cases import build_inputs, build_model
-from pytest_xla_dynamo.tensor_modes import check_model
+from pytest_xla_dynamo.core.cases import build_inputs, build_model
+from pytest_xla_dynamo.core.tensor_modes import check_model
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.config import XlaConfig
-    from pytest_xla_dynamo.tensor_modes import TensorMode
+    from pytest_xla_dynamo.core.tensor_modes import TensorMode
     from pytest_xla_dynamo.zoo import ModelSpec
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_xla_dynamo.backends import Backend
+    from pytest_xla_dynamo.core.backends import Backend
     from pytest_xla_dynamo.timing.check import XlaTiming
     from pytest_xla_dynamo.zoo import ModelSpec
 

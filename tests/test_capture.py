@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from pytest_xla_dynamo.capture import NOT_CAPTURED, Capture, parity_status, short_reason
-from pytest_xla_dynamo.metrics import Snapshot
+from pytest_xla_dynamo.core.capture import NOT_CAPTURED, Capture, parity_status, short_reason
+from pytest_xla_dynamo.core.metrics import Snapshot
 
 pytest_plugins = ["pytester"]
 

@@ -1,4 +1,4 @@
-"""Tests of ``--xla-cpu-isa`` (pytest_xla_dynamo.cpu_isa): the settings it makes, what it leaves to the
+"""Tests of ``--xla-cpu-isa`` (pytest_xla_dynamo.workers.cpu_isa): the settings it makes, what it leaves to the
 environment, its usage errors, and, in pytest sessions with and without xdist, that torch's kernels run
 capped in XLA tests (ATen's dispatch reports the capability it took); an explicit cap that comes too late is a
 usage error, the default's a remark. That a session without XLA tests is not capped: tests/test_activation.py.
@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from pytest_xla_dynamo import cpu_isa
-from pytest_xla_dynamo.cpu_isa import ISA_VARIABLES, apply_isa, conflicts, current
+from pytest_xla_dynamo.workers import cpu_isa
+from pytest_xla_dynamo.workers.cpu_isa import ISA_VARIABLES, apply_isa, conflicts, current
 
 pytest_plugins = ["pytester"]
 

@@ -1,4 +1,4 @@
-"""Tests of pytest_xla_dynamo.devices: a failed or interrupted XLA runtime bring-up is reported once and
+"""Tests of pytest_xla_dynamo.core.devices: a failed or interrupted XLA runtime bring-up is reported once and
 does not poison later tests; torch's structured-trace records stay out of captured logs.
 
 The sessions are real (pytester subprocesses with torch_xla): a bring-up that fails (``PJRT_DEVICE``
@@ -17,7 +17,7 @@ import types
 import pytest
 from sample_data import before_summary
 
-from pytest_xla_dynamo import devices
+from pytest_xla_dynamo.core import devices
 
 pytest_plugins = ["pytester"]
 

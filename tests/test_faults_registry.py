@@ -90,7 +90,7 @@ def test_backends_and_models_against_the_sessions_names(tmp_path: Path) -> None:
                       f"{path}:2: known issue 'local:a': models: unknown 'resnet19' (did you mean 'resnet18', "
                       "'resnet50'?)"]
     from pytest_xla_dynamo import zoo
-    from pytest_xla_dynamo.backends import default_registry
+    from pytest_xla_dynamo.core.backends import default_registry
 
     backends = default_registry()
     assert unknown_names(load_registry(), [*backends.names(), *backends.aliases], zoo.model_names()) == []

@@ -10,7 +10,7 @@ pytest_plugins = ["pytester"]
 
 CONFTEST = """
 import os
-from pytest_xla_dynamo import devices
+from pytest_xla_dynamo.core import devices
 
 def pytest_collection_finish(session):
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
@@ -37,7 +37,7 @@ def test_backend(xla_backend, xla_device):
 
 
 def test_tensor_mode(tensor_mode, xla_device):
-    from pytest_xla_dynamo.tensor_modes import check_model
+    from pytest_xla_dynamo.core.tensor_modes import check_model
 
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(64, 5))
     problems = check_model(model, (torch.randn(2, 3, 6, 6),), lambda out: out.sum(), tensor_mode, xla_device)

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from sample_data import umask
 
-from pytest_xla_dynamo import cpu_isa
 from pytest_xla_dynamo.gating.expected import COLUMNS
+from pytest_xla_dynamo.workers import cpu_isa
 
 pytest_plugins = ["pytester"]
 

@@ -19,10 +19,10 @@ import pytest
 pytest.importorskip("syrupy")
 
 from pytest_xla_dynamo import graphs as g
-from pytest_xla_dynamo.backends import BUILTIN_BACKENDS, default_registry
 from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.core.backends import BUILTIN_BACKENDS, default_registry
+from pytest_xla_dynamo.core.metrics import Snapshot
 from pytest_xla_dynamo.graphs import snapshots as gs
-from pytest_xla_dynamo.metrics import Snapshot
 from pytest_xla_dynamo.session import XlaSession, session_key
 
 pytest_plugins = ["pytester"]

@@ -1,4 +1,4 @@
-"""Tests of pytest_xla_dynamo.isolation: isolated tests in fresh interpreters (crashes and hangs
+"""Tests of pytest_xla_dynamo.workers.isolation: isolated tests in fresh interpreters (crashes and hangs
 reported, not fatal; known crashes as xfails; the child never outlives its parent).
 
 The scenarios run in pytester subprocesses (each isolated test starts a child pytest: a few seconds
@@ -23,7 +23,7 @@ from process_helpers import gone, removed, wait_for_pids
 from sample_data import before_summary, clean_env, run_sessions
 
 from pytest_xla_dynamo.config import XlaConfig
-from pytest_xla_dynamo.isolation import IsolationPlugin, forward_cli
+from pytest_xla_dynamo.workers.isolation import IsolationPlugin, forward_cli
 
 pytest_plugins = ["pytester"]
 

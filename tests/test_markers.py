@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_xla_dynamo import activation, markers
+from pytest_xla_dynamo.session import get_session
 
 VALID: dict[str, Any] = {"backends": ["trace_once", "eager"], "backend_aliases": {"openxla": "trace_once"},
          "models": ["resnet18", "tiny"], "patches": ["maxpool_to_avgpool", "dropout_to_identity"]}
@@ -124,10 +125,12 @@ def test_closest_marker_counts_but_every_patch_marker_is_checked() -> None:
 
 
 def test_valid_values_default_to_the_registries(pytestconfig: pytest.Config) -> None:
-    """Without explicit lists: the session's backend registry (this session's), the zoo, the patch registry."""
+    """The session's backend registry (this session's, as the plugin passes it); without explicit lists, the zoo
+    and the patch registry."""
     item = Item(m.xla_patch("nope"), m.xla_models("nosuchnet"), m.xla_backend("openxla", "nope"))
     item.config = pytestconfig  # type: ignore[attr-defined]
-    found = markers.validate_item(item)
+    registry = get_session(pytestconfig).backends
+    found = markers.validate_item(item, backends=registry.names(), backend_aliases=registry.aliases)
     assert any("xla_patch: invalid value 'nope'; valid: maxpool_to_avgpool, dropout_to_identity" in e
                for e in found), found
     assert any("xla_models: invalid value 'nosuchnet'; valid: " in e and "resnet18" in e for e in found), found

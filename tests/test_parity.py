@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pytest_xla_dynamo.backends import Backend
+from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.zoo import ModelSpec
 
 
@@ -47,8 +47,8 @@ def pytest_xla_register_backends(registry):
 USER_TESTS = """
 import torch
 
-from pytest_xla_dynamo.cases import iter_trace
-from pytest_xla_dynamo.metrics import snapshot
+from pytest_xla_dynamo.core.cases import iter_trace
+from pytest_xla_dynamo.core.metrics import snapshot
 from pytest_xla_dynamo.session import get_session
 from pytest_xla_dynamo.zoo import get_model
 

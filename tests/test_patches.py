@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_xla_dynamo import patches
+from pytest_xla_dynamo import markers
+from pytest_xla_dynamo.core import patches
 
 torch = pytest.importorskip("torch")
 from torch.nn.modules import dropout, pooling  # noqa: E402
@@ -26,7 +27,7 @@ class Item:
 
 
 def test_activate_swaps_and_restores() -> None:
-    with patches.activate(["maxpool_to_avgpool", "maxpool_to_avgpool"]) as active:
+    with markers.activate(["maxpool_to_avgpool", "maxpool_to_avgpool"]) as active:
         assert active == ["maxpool_to_avgpool"]
         assert isinstance(torch.nn.MaxPool2d(2), pooling.AvgPool2d)
         assert torch.nn.Dropout is dropout.Dropout
@@ -34,15 +35,15 @@ def test_activate_swaps_and_restores() -> None:
 
 
 def test_activate_nothing() -> None:
-    with patches.activate([]) as active:
+    with markers.activate([]) as active:
         assert active == []
         assert torch.nn.MaxPool2d is pooling.MaxPool2d
-    with patches.activate([], required=False) as active:
+    with markers.activate([], required=False) as active:
         assert active == []
 
 
 def test_activate_restores_when_the_test_fails() -> None:
-    with pytest.raises(RuntimeError), patches.activate(["dropout_to_identity"]):
+    with pytest.raises(RuntimeError), markers.activate(["dropout_to_identity"]):
         assert torch.nn.Dropout is not dropout.Dropout
         raise RuntimeError("the test failed")
     assert torch.nn.Dropout is dropout.Dropout
@@ -50,18 +51,18 @@ def test_activate_restores_when_the_test_fails() -> None:
 
 def test_activate_checks_every_name_first() -> None:
     with pytest.raises(patches.UnknownPatchError, match="unknown patch 'nope'; valid: maxpool_to_avgpool"):
-        with patches.activate(["maxpool_to_avgpool", "nope"]):
+        with markers.activate(["maxpool_to_avgpool", "nope"]):
             pass
     assert torch.nn.MaxPool2d is pooling.MaxPool2d
 
 
 def test_for_test_adds_the_markers_to_the_session_patches() -> None:
     item = Item(pytest.mark.xla_patch("dropout_to_identity"), pytest.mark.xla_patch("maxpool_to_avgpool"))
-    with patches.for_test(item, ["maxpool_to_avgpool"]) as active:  # type: ignore[arg-type]
+    with markers.for_test(item, ["maxpool_to_avgpool"]) as active:  # type: ignore[arg-type]
         assert active == ["maxpool_to_avgpool", "dropout_to_identity"]
         assert isinstance(torch.nn.Dropout(0.1), torch.nn.Identity)
     assert torch.nn.Dropout is dropout.Dropout
-    with patches.for_test(Item(), []) as active:  # type: ignore[arg-type]
+    with markers.for_test(Item(), []) as active:  # type: ignore[arg-type]
         assert active == []
 
 
@@ -88,9 +89,9 @@ def test_engine_refuses_a_spec_hiding_its_dropout(has_dropout: bool) -> None:
     time; declared, the dropout patch switches the module off."""
     from torch import nn
 
-    from pytest_xla_dynamo.backends import default_registry
     from pytest_xla_dynamo.config import XlaConfig
-    from pytest_xla_dynamo.engine import CaseEngine
+    from pytest_xla_dynamo.core.backends import default_registry
+    from pytest_xla_dynamo.core.engine import CaseEngine
     from pytest_xla_dynamo.zoo.table import make_spec
 
     def build(tier: str) -> Any:

@@ -1,4 +1,4 @@
-"""Tests of pytest_xla_dynamo.processes: children that end with their parent.
+"""Tests of pytest_xla_dynamo.workers.processes: children that end with their parent.
 
 Real processes throughout (small Python programs and ``sleep``): a timeout, an exception or a signal in
 the parent ends the child's whole process group and, where the parent goes away, its temp folder too.
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from process_helpers import alive, gone, removed, wait_for_pids
 
-from pytest_xla_dynamo import processes
-from pytest_xla_dynamo.processes import Terminated, request_stack, run, signal_name, tail
+from pytest_xla_dynamo.workers import processes
+from pytest_xla_dynamo.workers.processes import Terminated, request_stack, run, signal_name, tail
 
 # A child that starts a grandchild in its own process group, writes both pids, then hangs.
 HANG = textwrap.dedent("""
@@ -151,7 +151,7 @@ def test_ctrl_c_during_the_wait_ends_the_child_removes_its_folder_and_is_re_rais
 PARENT = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    from pytest_xla_dynamo import processes
+    from pytest_xla_dynamo.workers import processes
     hang, pids, workdir, mode = sys.argv[1:5]
     Path(workdir).mkdir()
     if mode == "handler":

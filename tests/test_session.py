@@ -1,5 +1,5 @@
 """Tests of pytest_xla_dynamo.session: the session object's records, worker output and merge (pure, no torch),
-and of pytest_xla_dynamo.engine.case_mode (the mode read from a test's marker)."""
+and of pytest_xla_dynamo.markers.case_mode (the mode read from a test's marker)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from pytest_xla_dynamo.backends import default_registry
 from pytest_xla_dynamo.config import XlaConfig
-from pytest_xla_dynamo.engine import case_mode
+from pytest_xla_dynamo.core.backends import default_registry
+from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.records import CaseRecord
-from pytest_xla_dynamo.session import CHILD_ENV, WORKEROUTPUT_KEY, XdistHooks, XlaSession
+from pytest_xla_dynamo.session import CHILD_ENV, WORKEROUTPUT_KEY, XlaSession
+from pytest_xla_dynamo.workers.xdist_hooks import XdistHooks
 
 
 def _session(monkeypatch: pytest.MonkeyPatch, *, worker: bool = False, child: str | None = None) -> XlaSession:

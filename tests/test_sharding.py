@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_xla_dynamo.sharding import assign_shards, shard_group_key, shard_items, shard_line
+from pytest_xla_dynamo.workers.sharding import assign_shards, shard_group_key, shard_items, shard_line
 
 pytest_plugins = ["pytester"]
 

@@ -1,4 +1,4 @@
-"""Tests of pytest_xla_dynamo.snippets: the ``xla_subprocess`` fixture's snippets in fresh interpreters.
+"""Tests of pytest_xla_dynamo.workers.snippets: the ``xla_subprocess`` fixture's snippets in fresh interpreters.
 
 Real child interpreters: results, typed exceptions, crashes, timeouts, the environment, and a snippet
 that is still running when the session ends (a pytester session).
@@ -15,7 +15,7 @@ import pytest
 from process_helpers import gone
 
 from pytest_xla_dynamo.session import CHILD_ENV
-from pytest_xla_dynamo.snippets import Snippets, SubprocessCrashed, SubprocessError, SubprocessTimeout
+from pytest_xla_dynamo.workers.snippets import Snippets, SubprocessCrashed, SubprocessError, SubprocessTimeout
 
 pytest_plugins = ["pytester"]
 
@@ -85,7 +85,7 @@ def test_the_snippet_folder_is_removed(tmp_path: Path, monkeypatch: pytest.Monke
 SESSION_END = """
 import os, threading, time
 from pathlib import Path
-from pytest_xla_dynamo.snippets import Snippets
+from pytest_xla_dynamo.workers.snippets import Snippets
 
 def test_leaves_a_snippet_running():
     pidfile = Path(os.environ["SNIPPET_PIDFILE"])

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from pytest_xla_dynamo import timing
-from pytest_xla_dynamo.backends import BUILTIN_BACKENDS, default_registry
-from pytest_xla_dynamo.cases import Warmup
 from pytest_xla_dynamo.config import XlaConfig
-from pytest_xla_dynamo.metrics import Snapshot
+from pytest_xla_dynamo.core.backends import BUILTIN_BACKENDS, default_registry
+from pytest_xla_dynamo.core.cases import Warmup
+from pytest_xla_dynamo.core.metrics import Snapshot
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
 from pytest_xla_dynamo.report.tables import speedup_table
 from pytest_xla_dynamo.session import XlaSession

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from pytest_xla_dynamo.backends import BUILTIN_BACKENDS
+from pytest_xla_dynamo.core.backends import BUILTIN_BACKENDS
 from pytest_xla_dynamo.timing.memory import (
     CPU_REASON,
     GB,
@@ -68,7 +68,7 @@ def test_compression_ratio_is_eager_peak_over_dynamo_peak_when_both_exist() -> N
 
 
 def test_device_memory_on_xla_cpu_is_the_runtimes_refusal() -> None:
-    code = ("import json; from pytest_xla_dynamo.backends import BUILTIN_BACKENDS as B; "
+    code = ("import json; from pytest_xla_dynamo.core.backends import BUILTIN_BACKENDS as B; "
             "from pytest_xla_dynamo.timing.memory import device_memory; "
             "print('INFO', json.dumps(device_memory(B[0])))")
     env = {**os.environ, "PJRT_DEVICE": "CPU"}

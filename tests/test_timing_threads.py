@@ -12,17 +12,18 @@ from typing import Any
 import pytest
 
 from pytest_xla_dynamo import config as xconfig
-from pytest_xla_dynamo.backends import default_registry
+from pytest_xla_dynamo.core import devices
+from pytest_xla_dynamo.core.backends import default_registry
+from pytest_xla_dynamo.session import XlaSession
 from pytest_xla_dynamo.timing import threads
 from pytest_xla_dynamo.timing.threads import (
     AUTO,
     XLA_THREADS_ENV,
-    ThreadBudgetPlugin,
     auto_threads,
     budget_for,
-    get_budget,
     set_xla_threads,
 )
+from pytest_xla_dynamo.workers.threads import ThreadBudgetPlugin
 
 
 class FakeConfig:
@@ -78,11 +79,11 @@ def test_xla_threads_go_to_pjrt_nproc_before_the_runtime_only_on_the_cpu() -> No
 
 
 def test_the_plugin_sets_pjrt_nproc_only_for_a_timing_session_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(threads, "runtime_already_up", lambda: False)
+    monkeypatch.setattr(devices, "runtime_up", lambda: False)
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
     monkeypatch.setenv(XLA_THREADS_ENV, "7")
     config = FakeConfig()
-    session: Any = SimpleNamespace(config=config, xcfg=xconfig.XlaConfig(threads=2))
+    session = XlaSession(config, xconfig.XlaConfig(threads=2), default_registry())  # type: ignore[arg-type]
     timing_item: Any = SimpleNamespace(fixturenames=["xla_timing", "xla_model"])
     parity_item: Any = SimpleNamespace(fixturenames=["xla_parity", "xla_model"])
     # a session without timing tests: XLA:CPU keeps its threads, and nothing is restored at the end
@@ -96,7 +97,7 @@ def test_the_plugin_sets_pjrt_nproc_only_for_a_timing_session_and_restores_it(mo
     plugin = ThreadBudgetPlugin(session)
     plugin.pytest_collection_modifyitems(None, config, [parity_item, timing_item])  # type: ignore[arg-type]
     assert os.environ[XLA_THREADS_ENV] == "2"
-    assert get_budget(config) is plugin.budget  # type: ignore[arg-type]
+    assert session.thread_budget is plugin.budget
     assert plugin.budget.threads == 2 and plugin.budget.xla == "PJRT_NPROC=2"
     assert "threads: 2 (2, " in (plugin.pytest_report_collectionfinish(config) or "")  # type: ignore[arg-type]
     plugin.pytest_unconfigure(config)  # type: ignore[arg-type]
@@ -118,7 +119,7 @@ def test_the_reports_environment_entry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_without_the_plugin_the_budget_says_xla_was_not_set() -> None:
-    budget = get_budget(FakeConfig(), 3)  # type: ignore[arg-type]
+    budget = XlaSession(FakeConfig(), xconfig.XlaConfig(threads=3), default_registry()).thread_budget  # type: ignore[arg-type]
     assert budget.threads == 3 and budget.xla.startswith("not set")
 
 

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 
 def test_find_flips_and_verdict_text() -> None:
-    from pytest_xla_dynamo.triage.conditioning import Conditioning, find_flips
+    from pytest_xla_dynamo.parity.conditioning import Conditioning, find_flips
 
     x64 = {"1": torch.tensor([[0.5, 2e-7, -1.0]], dtype=torch.float64), "3": torch.tensor([1.0])}
     xb = {"1": torch.tensor([[0.5, -1e-7, -1.0]]), "3": torch.tensor([1.0])}

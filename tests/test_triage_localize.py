@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 def test_a_call_the_backend_did_not_observe_is_never_the_culprit() -> None:
     from pytest_xla_dynamo.parity.compare import Tolerance
-    from pytest_xla_dynamo.triage.localize import _first_output
+    from pytest_xla_dynamo.parity.localize import _first_output
 
     a, b, c = torch.ones(3), torch.full((3,), 2.0), torch.full((3,), 3.0)
     ref = [("stem.0", a), ("stem.1", b), ("head", c)]

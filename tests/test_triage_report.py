@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from _pytest._code.code import ExceptionChainRepr
 
+from pytest_xla_dynamo.core.stages import stage
 from pytest_xla_dynamo.known_issues.registry import parse_entry
 from pytest_xla_dynamo.triage import Triage
 from pytest_xla_dynamo.triage.longrepr import decorate, error_lines, short_path
-from pytest_xla_dynamo.triage.stages import stage
 
 VERSIONS = {"torch": "2.9.0", "torch_xla": "2.9.0"}
 ENTRY = parse_entry({"id": "pytorch/xla#3361", "title": "backward through BatchNorm2d in eval() mode fails",

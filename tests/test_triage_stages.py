@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_xla_dynamo.triage.stages import Where, class_names, compile_part, mark, stage, where_of
+from pytest_xla_dynamo.core.stages import Where, class_names, compile_part, mark, stage, where_of
 
 
 class BackendCompilerFailed(RuntimeError):  # named like dynamo's: only the class name counts

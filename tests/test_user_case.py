@@ -28,7 +28,7 @@ class KeywordModel(torch.nn.Module):  # type: ignore[name-defined]
 
 
 def test_keywords_ride_as_inputs_and_keep_the_models_names() -> None:
-    from pytest_xla_dynamo.user_case import user_spec
+    from pytest_xla_dynamo.core.user_case import user_spec
 
     x, scale = torch.randn(4, 3), torch.tensor(2.0)
     spec = user_spec(KeywordModel, [x], kwargs={"scale": scale}, name="kw")
@@ -40,7 +40,7 @@ def test_keywords_ride_as_inputs_and_keep_the_models_names() -> None:
 
 
 def test_targets_reach_the_loss_on_the_outputs_device_and_dtype() -> None:
-    from pytest_xla_dynamo.user_case import user_spec
+    from pytest_xla_dynamo.core.user_case import user_spec
 
     seen: list[Any] = []
 

@@ -19,7 +19,7 @@ one module per part, all pure Python (no torch):
 A REGRESSION or SLOWER finding makes the session fail (exit status 1, pytest's TESTS_FAILED) even
 when every test passed; IMPROVED fails it only with ``--xla-strict-improved``; MISSING is reported.
 Flaky votes (``--xla-accuracy-runs``) are :func:`pytest_xla_dynamo.records.vote`; sharding is
-:mod:`pytest_xla_dynamo.sharding`.
+:mod:`pytest_xla_dynamo.workers.sharding`.
 """
 
 from __future__ import annotations

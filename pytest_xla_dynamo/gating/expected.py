@@ -5,7 +5,7 @@ rows sorted by case key, so that an updated file diffs cleanly. Written atomical
 permissions (:mod:`pytest_xla_dynamo.fileio`).
 
 A file may open with ``# key: value`` comment lines, its metadata (:data:`METADATA_KEYS`): the kernel setting
-its rows were recorded with (``kernels``, :func:`pytest_xla_dynamo.cpu_isa.kernel_setting`) and the CPU
+its rows were recorded with (``kernels``, :func:`pytest_xla_dynamo.workers.cpu_isa.kernel_setting`) and the CPU
 (``cpu``), so that a gate run under another setting is told so. Files without them read as before.
 """
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.cpu_isa import cpu_line, kernel_setting, same_setting
 from pytest_xla_dynamo.gating.expected import CaseRow, ExpectedFileError, read_expected, read_metadata, write_expected
 from pytest_xla_dynamo.gating.labels import GATE_FAILED_EXIT, UNFINISHED_EXITS, Key
 from pytest_xla_dynamo.gating.paths import check_paths, write_summary
@@ -27,7 +26,8 @@ from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_
 from pytest_xla_dynamo.gating.rules import GateResult, compare
 from pytest_xla_dynamo.gating.run import RunCase, cases_from_records, read_timing_baseline, timing_from_records
 from pytest_xla_dynamo.gating.update import merge_update
-from pytest_xla_dynamo.sharding import shard_line
+from pytest_xla_dynamo.workers.cpu_isa import cpu_line, kernel_setting, same_setting
+from pytest_xla_dynamo.workers.sharding import shard_line
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession

@@ -13,22 +13,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo import metrics, zoo
-from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.capture import Capture
-from pytest_xla_dynamo.engine import case_mode
+from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.core import metrics
+from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.capture import Capture
+from pytest_xla_dynamo.core.stages import Where, mark
 from pytest_xla_dynamo.graphs.signature import STEADY_STEPS, build_signature, conformance_problems, recompiles
 from pytest_xla_dynamo.graphs.snapshots import compare, snapshot_missing, snapshot_stem
 from pytest_xla_dynamo.records import CaseRecord
-from pytest_xla_dynamo.repro import repro_command
-from pytest_xla_dynamo.triage.stages import Where, mark
+from pytest_xla_dynamo.session import CaseCheck, XlaSession
 
 if TYPE_CHECKING:
     import torch
     from syrupy.assertion import SnapshotAssertion
 
-    from pytest_xla_dynamo.cases import PreparedCase
-    from pytest_xla_dynamo.session import XlaSession
+    from pytest_xla_dynamo.core.cases import PreparedCase
 
 
 class GraphSignatureError(AssertionError):
@@ -71,22 +70,20 @@ def _record_fields(case: PreparedCase, signature: Mapping[str, Any],
     return fields
 
 
-class GraphCheck:
+class GraphCheck(CaseCheck):
     """The ``xla_graphs`` fixture: ``xla_graphs.check_case(spec, backend)`` measures a zoo case
     (the shared prepared case), records it and compares its signature with the test's snapshot."""
 
+    suite = "graphs"
+
     def __init__(self, session: XlaSession, item: pytest.Item, snapshot: SnapshotAssertion) -> None:
-        self.session = session
-        self.item = item
+        super().__init__(session, item)
         self.snapshot = snapshot
 
     def _record(self, spec: zoo.ModelSpec, backend: Backend, mode: str, status: str, message: str,
                 repro: str, **fields: Any) -> None:
-        xcfg = self.session.xcfg
         self.session.record(self.item, CaseRecord(
-            suite="graphs", name=spec.name, backend=backend.name, mode=mode, status=status, repro=repro,
-            message=message, dev=backend.device_kind, batch_size=spec.batch(xcfg.tier), tier=xcfg.tier,
-            **fields))
+            **self._fields(spec, backend, mode, repro), status=status, message=message, **fields))
 
     def _remember(self, exc: BaseException, spec: zoo.ModelSpec, backend: Backend, mode: str, status: str,
                   repro: str, harness: str = "") -> None:
@@ -105,10 +102,10 @@ class GraphCheck:
               kwargs: Mapping[str, torch.Tensor] | None = None, targets: Any = None,
               loss: Callable[..., torch.Tensor] | None = None) -> dict[str, Any]:
         """The graph check of one's own model, from the same factory and inputs (keyword inputs, targets and loss)
-        as ``xla_parity.training`` / ``.inference`` take (:mod:`pytest_xla_dynamo.user_case`); its snapshot is the
+        as ``xla_parity.training`` / ``.inference`` take (:mod:`pytest_xla_dynamo.core.user_case`); its snapshot is the
         test's own. ``mode`` defaults to the test's ``xla_mode`` marker."""
         __tracebackhide__ = True
-        from pytest_xla_dynamo.user_case import user_spec
+        from pytest_xla_dynamo.core.user_case import user_spec
 
         if isinstance(backend, str):
             backend = self.session.backends.get(backend)
@@ -119,13 +116,12 @@ class GraphCheck:
         """Measure, record and check one case; returns its signature. ``mode`` defaults to the
         test's ``xla_mode`` marker."""
         __tracebackhide__ = True
-        mode = case_mode(self.item, mode)
-        if not backend.supports(mode):
-            raise pytest.UsageError(f"backend {backend.name} does not support mode {mode!r}")
+        mode = self._mode(mode)
+        self._supports(mode, backend)
         if not backend.stats:
             pytest.skip(f"backend {backend.name} exposes no graph statistics (no dynamo, no XLA)")
         session = self.session
-        repro = repro_command(self.item.nodeid, session.xcfg, backend.name, prefix=session.repro_prefix)
+        repro = self._repro(backend)
         label = f"{spec.name} / {backend.name} / {mode}"
         try:
             case = session.engine.prepared(spec, backend, mode)

@@ -5,7 +5,7 @@ machinery: dynamo's captured graphs and graph breaks, the XLA graphs built and e
 warm-up step and per steady step, the dynamo graphs the bridge extracted and runs, and the CPU
 fallbacks (``aten::*`` counters) per steady step. It is built from the figures of the case's
 warm-up (measured when the shared prepared case was first compiled, see
-:mod:`pytest_xla_dynamo.cases`) and from steady steps measured by the graph suite, which compile
+:mod:`pytest_xla_dynamo.core.cases`) and from steady steps measured by the graph suite, which compile
 nothing. Numbers that depend on timing or on the process's history are never part of it:
 
 * compilations during warm-up (``UncachedCompile``, the ``CompileTime`` count) depend on what the
@@ -25,7 +25,7 @@ A compilation in steady state (XLA or dynamo) fails the test with its own messag
 snapshot diff. The snapshots live in the repository's top-level ``snapshots/`` folder (installed:
 ``pytest_xla_dynamo/snapshots``), one JSON file per test, keys sorted, indent 2.
 
-Built from per-step counter deltas (:class:`pytest_xla_dynamo.metrics.Snapshot`); no torch here.
+Built from per-step counter deltas (:class:`pytest_xla_dynamo.core.metrics.Snapshot`); no torch here.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from pytest_xla_dynamo import metrics
-from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.metrics import clean_reason
+from pytest_xla_dynamo.core import metrics
+from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.metrics import clean_reason
 
 __all__ = ["SIGNATURE_VERSION", "STEADY_STEPS", "build_signature", "clean_reason", "conformance_problems",
            "diff_signatures", "recompiles"]
@@ -44,7 +44,7 @@ __all__ = ["SIGNATURE_VERSION", "STEADY_STEPS", "build_signature", "clean_reason
 STEADY_STEPS = 2  # steps measured after warm-up; every one must compile nothing, the last is the signature's
 SIGNATURE_VERSION = 1
 
-# torch_xla counters and metrics the signature reads (see pytest_xla_dynamo.metrics)
+# torch_xla counters and metrics the signature reads (see pytest_xla_dynamo.core.metrics)
 GRAPHS_BUILT = "TensorsGraphSize"  # sample count: lazy graphs cut (compiled or found in the cache)
 DYNAMO_GRAPH_RUNS = "RunCachedGraphInputData"  # sample count: runs of dynamo-compiled graphs
 DYNAMO_INPUT_SYNCS = "DynamoSyncInputExecuteTime"  # counter: pending inputs executed before a dynamo graph

@@ -56,7 +56,7 @@ def tolerance_for(spec: zoo.ModelSpec, xcfg: XlaConfig, marker: Mapping[str, flo
 
 
 def group_of(tensor: str) -> str:
-    """The group (one of :data:`GROUPS`) of a tensor name as :func:`pytest_xla_dynamo.cases.collect` names it."""
+    """The group (one of :data:`GROUPS`) of a tensor name as :func:`pytest_xla_dynamo.core.cases.collect` names it."""
     if tensor == "loss":
         return "loss"
     return next((group for prefix, group in _PREFIXES if tensor.startswith(prefix)), "outputs")

@@ -16,22 +16,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo import metrics, zoo
-from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.capture import Capture, parity_status
-from pytest_xla_dynamo.engine import case_mode
+from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.core import metrics
+from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.capture import Capture, parity_status
 from pytest_xla_dynamo.parity import plain_math
 from pytest_xla_dynamo.parity.compare import Tolerance, tolerance_for
 from pytest_xla_dynamo.parity.plain_math import FastPathCheck, check_fast_path
 from pytest_xla_dynamo.parity.run import PARITY_PHASE, EagerError, ParityError, ParityResult, run
 from pytest_xla_dynamo.records import CaseRecord
-from pytest_xla_dynamo.repro import repro_command
+from pytest_xla_dynamo.session import CaseCheck, XlaSession
 from pytest_xla_dynamo.triage import Triage, Where, for_item, remember, wants_deep_triage
 
 if TYPE_CHECKING:
     import torch
 
-    from pytest_xla_dynamo.session import XlaSession
 
 MAX_RECORDED_DIVERGENCES = 200  # per record, in the JSON report
 #: statuses of a case whose reference or model failed, not the backend: no known-issue entry is proposed for them
@@ -42,14 +41,15 @@ NOT_THE_BACKEND = {
 }
 
 
-class XlaParity:
+class XlaParity(CaseCheck):
     """The ``xla_parity`` fixture: parity of zoo cases (``check_case``) and of a user's own models
     (``training``, ``inference``); every check is recorded and raises unless it passes."""
 
+    suite = "parity"
+
     def __init__(self, session: XlaSession, item: pytest.Item, default_backend: Callable[[], Backend],
                  tolerance_marker: Mapping[str, float] | None = None) -> None:
-        self.session = session
-        self.item = item
+        super().__init__(session, item)
         self.engine = session.engine
         self._default_backend = default_backend
         self._tolerance_marker = tolerance_marker
@@ -85,9 +85,9 @@ class XlaParity:
             notes += [f"eager's fast-path check did not run: {fast.error}"] if fast.error else []
         registry = self.session.known_issues if self.session.known_issues is not None else ()
         if deep and result.divergences:
-            from pytest_xla_dynamo.triage.conditioning import MECHANISM, check_conditioning
-            from pytest_xla_dynamo.triage.graph_split import diagnose
-            from pytest_xla_dynamo.triage.localize import localize
+            from pytest_xla_dynamo.parity.conditioning import MECHANISM, check_conditioning
+            from pytest_xla_dynamo.parity.graph_split import diagnose
+            from pytest_xla_dynamo.parity.localize import localize
             from pytest_xla_dynamo.triage.matching import not_yet_explained
 
             # the step and tensors the registry does not explain yet (a known step-1 running_var aside)
@@ -146,8 +146,7 @@ class XlaParity:
         xcfg = self.session.xcfg
         applied = applied_issue(self.item)
         declared = applied if applied is not None and applied.action == "xfail" else None
-        repro = repro_command(self.item.nodeid, xcfg, backend.name, registry_off=declared is not None,
-                              prefix=self.session.repro_prefix)
+        repro = self._repro(backend, registry_off=declared is not None)
         extra: dict[str, Any] = {"tolerance": result.tolerance.describe(), "runs": result.runs,
                                  "tensor": result.tensor, "max_abs_err": result.max_abs_err, "step": result.step,
                                  "compile_seconds": result.compile_seconds}
@@ -170,10 +169,8 @@ class XlaParity:
             extra["divergences"] = [d.to_dict() for d in result.divergences[:MAX_RECORDED_DIVERGENCES]]
             extra["divergences_total"] = len(result.divergences)
         self.session.record(self.item, CaseRecord(
-            suite="parity", name=spec.name, backend=backend.name, mode=mode, status=result.status,
-            repro=repro, message=result.message, dev=backend.device_kind, batch_size=spec.batch(xcfg.tier),
-            tier=xcfg.tier, flaky=result.flaky, compiles=result.compiles, known_issue=known, extra=extra,
-            **figures))
+            **self._fields(spec, backend, mode, repro), status=result.status, message=result.message,
+            flaky=result.flaky, compiles=result.compiles, known_issue=known, extra=extra, **figures))
         if check and error is not None:
             raise error  # for a case that did not run, the real error, so strict xfail raises= can match it
         return result
@@ -194,9 +191,8 @@ class XlaParity:
         """Run a zoo case (shared prepared models) and record its status; raise unless it passes.
         ``mode`` defaults to the test's ``xla_mode`` marker."""
         __tracebackhide__ = True
-        mode = case_mode(self.item, mode)
-        if not backend.supports(mode):
-            raise pytest.UsageError(f"backend {backend.name} does not support mode {mode!r}")
+        mode = self._mode(mode)
+        self._supports(mode, backend)
         tol = tolerance_for(spec, self.session.xcfg, self._tolerance_marker)
         result, capture = self._run(spec, backend, mode, tol, shared=True)
         return self._finish(spec, backend, mode, result, check, capture)
@@ -205,7 +201,7 @@ class XlaParity:
               backend: Backend | str | None, mode: str, name: str | None, check: bool, steps: int | None,
               **case: Any) -> ParityResult:
         __tracebackhide__ = True
-        from pytest_xla_dynamo.user_case import user_spec
+        from pytest_xla_dynamo.core.user_case import user_spec
 
         if backend is None:
             backend = self._default_backend()
@@ -223,7 +219,7 @@ class XlaParity:
         """Training parity of ``model_factory()`` on ``inputs`` (raises ParityError unless it passes).
 
         ``kwargs``: keyword inputs of the model (a padding mask); ``targets`` with ``loss(out, targets)`` (else
-        ``loss(out)``, default: the harness's reduce-to-scalar loss); see :mod:`pytest_xla_dynamo.user_case`."""
+        ``loss(out)``, default: the harness's reduce-to-scalar loss); see :mod:`pytest_xla_dynamo.core.user_case`."""
         __tracebackhide__ = True
         return self._user(model_factory, inputs, backend, "train", name, check, steps, loss=loss, targets=targets,
                           kwargs=kwargs)

@@ -68,7 +68,7 @@ def first_step(model: torch.nn.Module, inputs: Sequence[torch.Tensor], mode: str
     a forward under no_grad), its tensors named as parity names them, on eager's fast paths or (``plain``) off them."""
     import torch
 
-    from pytest_xla_dynamo.cases import collect
+    from pytest_xla_dynamo.core.cases import collect
 
     model = copy.deepcopy(model)
     model.train(mode == "train")

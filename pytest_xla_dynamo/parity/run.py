@@ -6,7 +6,7 @@ steps are stored (:mod:`.store`), then the backend steps and each step is compar
 process never holds the three runs together. Every tensor of every step is compared
 (:mod:`.compare`); a divergence does not stop the run, so the result lists all of them. Inference: the
 outputs. Statuses use pytorch's benchmark harness's vocabulary. A failure keeps its exception, with
-the stage it surfaced in written on it (:mod:`pytest_xla_dynamo.triage.stages`).
+the stage it surfaced in written on it (:mod:`pytest_xla_dynamo.core.stages`).
 """
 
 from __future__ import annotations
@@ -15,17 +15,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_xla_dynamo import metrics, zoo
-from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.cases import PreparedCase, iter_live
-from pytest_xla_dynamo.engine import CaseEngine
+from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.core import metrics
+from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.cases import PreparedCase, iter_live
+from pytest_xla_dynamo.core.engine import CaseEngine
+from pytest_xla_dynamo.core.stages import stage
+from pytest_xla_dynamo.core.state import release_memory
 from pytest_xla_dynamo.parity.compare import Divergence, Tolerance, compare_step, divergence_lines
 from pytest_xla_dynamo.parity.offload import saved_on_disk
 from pytest_xla_dynamo.parity.plain_math import plain_math
 from pytest_xla_dynamo.parity.store import StepStore
 from pytest_xla_dynamo.records import vote
-from pytest_xla_dynamo.state import release_memory
-from pytest_xla_dynamo.triage.stages import stage
 
 if TYPE_CHECKING:
     import torch
@@ -119,8 +120,9 @@ def reference(engine: CaseEngine, spec: zoo.ModelSpec, mode: str, steps: int, ex
     eager = engine.eager
     key = engine.key(spec, eager, mode, extra_patches)
     ref_key = (key, steps)
-    if cache and ref_key in engine.references:
-        return engine.references[ref_key]
+    cached = engine.references.get(ref_key) if cache else None
+    if isinstance(cached, Reference):
+        return cached
     if cache:
         engine.focus(key.model, key.mode)
     try:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, BinaryIO
 if TYPE_CHECKING:
     import torch
 
-    from pytest_xla_dynamo.cases import TensorSet
+    from pytest_xla_dynamo.core.cases import TensorSet
 
 IN_MEMORY_BYTES = 64 * 2**20  # a step up to this size stays in memory
 CHUNK_BYTES = 64 * 2**20  # the size of the files a larger step is written in
@@ -123,7 +123,7 @@ class StepStore:
 
     def add(self, tensors: Mapping[str, torch.Tensor]) -> None:
         """Keep the next step's tensors, read from ``tensors`` one at a time (a
-        :class:`~pytest_xla_dynamo.cases.LiveStep` copies each from the device as it is read): a step that
+        :class:`~pytest_xla_dynamo.core.cases.LiveStep` copies each from the device as it is read): a step that
         stays within :attr:`in_memory_bytes` is kept in memory, a larger one is written chunk by chunk."""
         names = list(tensors)
         held: dict[str, torch.Tensor] = {}  # read but not yet written

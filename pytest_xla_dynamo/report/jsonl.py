@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_xla_dynamo.config import XlaConfig
-from pytest_xla_dynamo.cpu_isa import isa_environment
 from pytest_xla_dynamo.fileio import atomic_write, read_text
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.timing.threads import budget_environment
 from pytest_xla_dynamo.versions import installed
+from pytest_xla_dynamo.workers.cpu_isa import isa_environment
 
 ENV_DISTRIBUTIONS = ("torch", "torch_xla", "torchvision", "timm", "transformers", "pytest", "pytest-xla-dynamo")
 

@@ -4,7 +4,7 @@
 timed, interleaved runs: wall and CPU time), ``interference`` (pure rules: was a measurement disturbed?),
 ``threads`` (the thread budget, ``--xla-threads``), ``memory`` (peak memory where the device reports an
 honest one) and ``check`` (the ``xla_timing`` fixture's object: one case timed, judged and recorded).
-Compilation happens in the prepared case's warm-up (:data:`pytest_xla_dynamo.cases.WARMUP_STEPS`
+Compilation happens in the prepared case's warm-up (:data:`pytest_xla_dynamo.core.cases.WARMUP_STEPS`
 steps), before any timed run. No torch is imported at import time.
 """
 

@@ -20,23 +20,23 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.engine import case_mode
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
-from pytest_xla_dynamo.repro import repro_command
+from pytest_xla_dynamo.session import CaseCheck, XlaSession
 from pytest_xla_dynamo.timing import interference
 from pytest_xla_dynamo.timing.measure import Measurement, measure
 from pytest_xla_dynamo.timing.memory import device_memory, memory_columns
 from pytest_xla_dynamo.timing.stats import SPEEDUP_STATISTIC, compilation_latency
-from pytest_xla_dynamo.timing.threads import apply_torch_threads, get_budget
+from pytest_xla_dynamo.timing.threads import apply_torch_threads
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
-    from pytest_xla_dynamo.backends import Backend
-    from pytest_xla_dynamo.session import XlaSession
+    from pytest_xla_dynamo.core.backends import Backend
+    from pytest_xla_dynamo.core.cases import PreparedCase
 
 SUITE = "timing"
 NOT_MEASURED = "not_measured"  # status of a case run with --benchmark-disable
@@ -87,13 +87,14 @@ def _ms(values: list[float], iterations: int) -> list[float]:
     return [round(s / iterations * 1000, 4) for s in values]
 
 
-class XlaTiming:
+class XlaTiming(CaseCheck):
     """The ``xla_timing`` fixture: ``xla_timing.check_case(spec, backend)`` times a zoo case against the
     baseline (``--xla-baseline-backend``), records it and returns the record."""
 
+    suite = SUITE
+
     def __init__(self, session: XlaSession, item: pytest.Item, benchmark: Any) -> None:
-        self.session = session
-        self.item = item
+        super().__init__(session, item)
         self.benchmark = benchmark
 
     def check_case(self, spec: zoo.ModelSpec, backend: Backend, mode: str | None = None) -> CaseRecord:
@@ -102,87 +103,97 @@ class XlaTiming:
         Raises (after recording ``fail_to_run`` or ``eager_fail_to_run``) when a case cannot be built
         or stepped; skips under xdist with more than one worker and when ``backend`` is the baseline.
         """
-        session, item, benchmark = self.session, self.item, self.benchmark
-        config = session.config
-        mode = case_mode(item, mode)
-        workers = session.worker_count
-        refusal = xdist_refusal(workers)
+        mode = self._mode(mode)
+        run = self._open(spec, backend, mode)
+        engine = self.session.engine
+        try:
+            baseline = engine.prepared(spec, run.base_backend, mode)
+        except Exception as exc:
+            run.fail(self, "eager_fail_to_run" if run.base_backend.name == "eager" else "fail_to_run", exc,
+                     f"baseline {run.base_backend.name}")
+            raise
+        try:
+            case = engine.prepared(spec, backend, mode)
+        except Exception as exc:
+            run.fail(self, "fail_to_run", exc, backend.name)
+            raise
+        assert case.warmup is not None and baseline.warmup is not None
+        try:
+            timed = self._measure(run, case, baseline)
+        except Exception as exc:
+            run.fail(self, "fail_to_run", exc, f"timing {backend.name}")
+            raise
+        return self._record(run, case, baseline, timed)
+
+    def _open(self, spec: zoo.ModelSpec, backend: Backend, mode: str) -> _Run:
+        """Refuse what cannot be timed (skips, usage errors), set the threads and say what the record holds."""
+        session, xcfg = self.session, self.session.xcfg
+        refusal = xdist_refusal(session.worker_count)
         if refusal is not None:
             pytest.skip(refusal)
-        xcfg = session.xcfg
         base_backend = session.backends.get(xcfg.baseline_backend)
         if backend.name == base_backend.name:
             pytest.skip(f"{backend.name} is the timing baseline (--xla-baseline-backend): its speedup is 1 by "
                         "definition")
-        unsupported = [b.name for b in (backend, base_backend) if not b.supports(mode)]
-        if unsupported:
-            raise pytest.UsageError(f"timing: backend {', '.join(unsupported)} does not support mode {mode!r}")
+        self._supports(mode, backend, base_backend, what="timing: ")
         iterations, repeat = xcfg.iterations_per_run, xcfg.repeat
-        budget = get_budget(config, xcfg.threads)
+        budget = session.thread_budget
         thread_info = {**budget.to_dict(), "torch": apply_torch_threads(budget.threads)}
-        repro = repro_command(item.nodeid, xcfg, backend.name, timing=True, prefix=session.repro_prefix)
         base_fields: dict[str, Any] = dict(
-            suite=SUITE, name=spec.name, backend=backend.name, mode=mode, repro=repro, dev=backend.device_kind,
-            batch_size=spec.batch(xcfg.tier), tier=xcfg.tier, baseline=base_backend.name,
+            **self._fields(spec, backend, mode, self._repro(backend, timing=True)), baseline=base_backend.name,
             iterations_per_run=iterations, repeat=repeat)
         context: dict[str, Any] = {
             "iterations_per_run": iterations, "repeat": repeat, "threads": budget.threads,
             "thread_budget": thread_info,
             "baseline_choice": "auto (PJRT_DEVICE)" if xcfg.baseline_auto else "--xla-baseline-backend"}
+        return _Run(spec, backend, base_backend, mode, budget.threads, budget.cores, base_fields, context)
 
-        def fail(status: str, exc: BaseException, what: str) -> None:
-            session.record(item, CaseRecord(status=status, message=f"{what}: {exc!r}", **base_fields,
-                                            extra=dict(context)))
-
-        engine = session.engine
-        try:
-            baseline = engine.prepared(spec, base_backend, mode)
-        except Exception as exc:
-            fail("eager_fail_to_run" if base_backend.name == "eager" else "fail_to_run", exc,
-                 f"baseline {base_backend.name}")
-            raise
-        try:
-            case = engine.prepared(spec, backend, mode)
-        except Exception as exc:
-            fail("fail_to_run", exc, backend.name)
-            raise
-        assert case.warmup is not None and baseline.warmup is not None
-
+    def _timer(self) -> tuple[str, bool, bool]:
+        """(what times the runs, whether pytest-benchmark is disabled, whether the user disabled it)."""
+        benchmark = self.benchmark
         disabled = bool(getattr(benchmark, "disabled", True))
-        user_disabled = disabled and _user_disabled(config)
+        user_disabled = disabled and _user_disabled(self.session.config)
         if user_disabled:
             timer = "none (--benchmark-disable: one run each, not measured)"
         elif benchmark is None:
             timer = TIMER_NO_BENCHMARK
         elif disabled:
-            timer = TIMER_OWN.format(why=" under pytest-xdist" if workers else "")
+            timer = TIMER_OWN.format(why=" under pytest-xdist" if self.session.worker_count else "")
         else:
             timer = TIMER_BENCHMARK
-        if hasattr(benchmark, "group"):
-            benchmark.group = BENCHMARK_GROUP.format(mode=mode)
-        attempts: list[dict[str, Any]] = []
-        try:
-            if user_disabled:  # pytest-benchmark runs setup and target once
-                measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
-            else:
-                measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic)
-                attempts.append(judge(measured, base_backend, backend, budget.cores, budget.threads))
-                recompiles = measured.recompiles
-                while attempts[-1]["reasons"] and len(attempts) <= interference.REMEASURE_LIMIT:
-                    measured = measure(case, baseline, iterations, repeat, None)  # pedantic runs once per test
-                    attempts.append(judge(measured, base_backend, backend, budget.cores, budget.threads))
-                    recompiles += measured.recompiles
-                    timer = TIMER_REMEASURED
-                measured.recompiles = recompiles
-        except Exception as exc:
-            fail("fail_to_run", exc, f"timing {backend.name}")
-            raise
+        return timer, disabled, user_disabled
 
-        counts = case.warmup.figures(backend)
+    def _measure(self, run: _Run, case: PreparedCase, baseline: PreparedCase) -> _Timed:
+        """Time the case against the baseline, again while the runs look disturbed (at most
+        ``REMEASURE_LIMIT`` times)."""
+        benchmark, iterations, repeat = self.benchmark, run.fields["iterations_per_run"], run.fields["repeat"]
+        timer, disabled, user_disabled = self._timer()
+        if hasattr(benchmark, "group"):
+            benchmark.group = BENCHMARK_GROUP.format(mode=run.mode)
+        attempts: list[dict[str, Any]] = []
+        if user_disabled:  # pytest-benchmark runs setup and target once
+            measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
+            return _Timed(measured, attempts, timer, user_disabled)
+        measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic)
+        attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
+        recompiles = measured.recompiles
+        while attempts[-1]["reasons"] and len(attempts) <= interference.REMEASURE_LIMIT:
+            measured = measure(case, baseline, iterations, repeat, None)  # pedantic runs once per test
+            attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
+            recompiles += measured.recompiles
+            timer = TIMER_REMEASURED
+        measured.recompiles = recompiles
+        return _Timed(measured, attempts, timer, user_disabled)
+
+    def _record(self, run: _Run, case: PreparedCase, baseline: PreparedCase, timed: _Timed) -> CaseRecord:
+        """Record the timed case (``not_measured`` under ``--benchmark-disable``, ``unreliable`` when still
+        disturbed), give pytest-benchmark its figures and warn about recompiles and interference."""
+        assert case.warmup is not None and baseline.warmup is not None
+        session, item, measured, iterations = self.session, self.item, timed.measured, run.fields["iterations_per_run"]
+        counts = case.warmup.figures(run.backend)
         comp_latency = compilation_latency(case.warmup.step_seconds, baseline.warmup.step_seconds)
-        figures = measured.figures
         extra: dict[str, Any] = {
-            **context, "timer": timer,
+            **run.context, "timer": timed.timer,
             "backend_runs_ms": _ms(measured.backend_runs, iterations),
             "baseline_runs_ms": _ms(measured.baseline_runs, iterations),
             "backend_cpu_ms": _ms(measured.backend_cpu, iterations),
@@ -190,17 +201,35 @@ class XlaTiming:
             "warmup_seconds": [round(s, 4) for s in case.warmup.step_seconds],
             "baseline_warmup_seconds": [round(s, 4) for s in baseline.warmup.step_seconds],
             "compilation_seconds": case.warmup.step_seconds[0],
-            "timed_compiles": measured.recompiles, "xdist_workers": workers, "loadavg_1min": measured.load,
+            "timed_compiles": measured.recompiles, "xdist_workers": session.worker_count,
+            "loadavg_1min": measured.load,
         }
         measured_fields: dict[str, Any] = dict(
-            compilation_latency=comp_latency, recompiles=measured.recompiles, **counts, **base_fields)
-        if user_disabled:
+            compilation_latency=comp_latency, recompiles=measured.recompiles, **counts, **run.fields)
+        if timed.user_disabled:
             record = CaseRecord(status=NOT_MEASURED, message="--benchmark-disable: run once, not timed",
                                 **measured_fields, extra=extra)
             return session.record(item, record)
+        status, message = self._verdict(run, timed, extra)
+        figures = measured.figures
+        record = CaseRecord(
+            status=status, message=message, speedup=figures.speedup, abs_latency=figures.abs_latency_ms,
+            baseline_latency=figures.baseline_latency_ms, spread=figures.spread, **measured_fields, extra=extra)
+        self._benchmark_info(run, case, record, timed, extra, comp_latency, counts)
+        if measured.recompiles:
+            warnings.warn(pytest.PytestWarning(
+                f"{item.nodeid}: {measured.recompiles} XLA compilation(s) during the timed runs of {run.backend.name} "
+                f"(after {len(case.warmup.step_seconds)} warm-up steps): the steady-state time includes them"),
+                stacklevel=2)
+        if status == UNRELIABLE:
+            warnings.warn(pytest.PytestWarning(f"{item.nodeid}: {message}"), stacklevel=2)
+        return session.record(item, record)
 
-        columns, memory = memory_columns(base_backend, backend, device_memory(base_backend), device_memory(backend),
-                                         isolated=session.child_output is not None)
+    def _verdict(self, run: _Run, timed: _Timed, extra: dict[str, Any]) -> tuple[str, str]:
+        """The status and message of a measured case; its figures, interference and memory go into ``extra``."""
+        figures, attempts = timed.measured.figures, timed.attempts
+        columns, memory = memory_columns(run.base_backend, run.backend, device_memory(run.base_backend),
+                                         device_memory(run.backend), isolated=self.session.child_output is not None)
         final = attempts[-1]
         extra.update({
             "speedup_statistic": SPEEDUP_STATISTIC, "baseline_spread": figures.baseline_spread,
@@ -208,31 +237,54 @@ class XlaTiming:
             "baseline_cpu_wall": final["baseline_cpu_wall"], "backend_cpu_wall": final["backend_cpu_wall"],
             "interference": {"attempts": attempts, "remeasured": len(attempts) - 1, "reasons": final["reasons"]},
             "memory": memory, **columns})
-        status, message = "pass", ""
-        if final["reasons"]:
-            status = UNRELIABLE
-            message = (f"timing unreliable: {'; '.join(final['reasons'])} (measured {len(attempts)} times; the "
-                       "speedup is kept but not trusted)")
-        record = CaseRecord(
-            status=status, message=message, speedup=figures.speedup, abs_latency=figures.abs_latency_ms,
-            baseline_latency=figures.baseline_latency_ms, spread=figures.spread, **measured_fields, extra=extra)
-        if hasattr(benchmark, "extra_info"):
-            benchmark.extra_info.update({
-                "model": spec.name, "backend": backend.name, "mode": mode, "baseline_backend": base_backend.name,
-                "iterations_per_run": iterations, "repeat": repeat, "stats_unit": STATS_UNIT,
-                "status": status, "speedup": record.speedup, "speedup_statistic": SPEEDUP_STATISTIC,
-                "abs_latency_ms": record.abs_latency, "baseline_latency_ms": record.baseline_latency,
-                "backend_min_ms": extra["backend_min_ms"], "baseline_min_ms": extra["baseline_min_ms"],
-                "spread": record.spread, "threads": budget.threads, "interference": final["reasons"],
-                "compilation_seconds": case.warmup.step_seconds[0], "compilation_latency": comp_latency,
-                **counts, "timed_compiles": measured.recompiles, "timer": timer,
-                "batch_size": record.batch_size, "tier": xcfg.tier,
-            })
-        if measured.recompiles:
-            warnings.warn(pytest.PytestWarning(
-                f"{item.nodeid}: {measured.recompiles} XLA compilation(s) during the timed runs of {backend.name} "
-                f"(after {len(case.warmup.step_seconds)} warm-up steps): the steady-state time includes them"),
-                stacklevel=2)
-        if status == UNRELIABLE:
-            warnings.warn(pytest.PytestWarning(f"{item.nodeid}: {message}"), stacklevel=2)
-        return session.record(item, record)
+        if not final["reasons"]:
+            return "pass", ""
+        return UNRELIABLE, (f"timing unreliable: {'; '.join(final['reasons'])} (measured {len(attempts)} times; the "
+                            "speedup is kept but not trusted)")
+
+    def _benchmark_info(self, run: _Run, case: PreparedCase, record: CaseRecord, timed: _Timed,
+                        extra: dict[str, Any], comp_latency: float | None, counts: dict[str, Any]) -> None:
+        """pytest-benchmark's ``extra_info`` of the case (its JSON), per iteration as the record."""
+        if not hasattr(self.benchmark, "extra_info"):
+            return
+        assert case.warmup is not None
+        self.benchmark.extra_info.update({
+            "model": run.spec.name, "backend": run.backend.name, "mode": run.mode,
+            "baseline_backend": run.base_backend.name, "iterations_per_run": run.fields["iterations_per_run"],
+            "repeat": run.fields["repeat"], "stats_unit": STATS_UNIT,
+            "status": record.status, "speedup": record.speedup, "speedup_statistic": SPEEDUP_STATISTIC,
+            "abs_latency_ms": record.abs_latency, "baseline_latency_ms": record.baseline_latency,
+            "backend_min_ms": extra["backend_min_ms"], "baseline_min_ms": extra["baseline_min_ms"],
+            "spread": record.spread, "threads": run.threads, "interference": timed.attempts[-1]["reasons"],
+            "compilation_seconds": case.warmup.step_seconds[0], "compilation_latency": comp_latency,
+            **counts, "timed_compiles": timed.measured.recompiles, "timer": timed.timer,
+            "batch_size": record.batch_size, "tier": record.tier,
+        })
+
+
+@dataclass
+class _Run:
+    """One timing check's case and what its records hold whatever happens (``fields``, ``context``)."""
+
+    spec: zoo.ModelSpec
+    backend: Backend
+    base_backend: Backend
+    mode: str
+    threads: int
+    cores: int
+    fields: dict[str, Any]
+    context: dict[str, Any]
+
+    def fail(self, check: XlaTiming, status: str, exc: BaseException, what: str) -> None:
+        check.session.record(check.item, CaseRecord(status=status, message=f"{what}: {exc!r}", **self.fields,
+                                                    extra=dict(self.context)))
+
+
+@dataclass
+class _Timed:
+    """What the timed runs gave: the last measurement, every attempt's interference figures, the timer."""
+
+    measured: Measurement
+    attempts: list[dict[str, Any]]
+    timer: str
+    user_disabled: bool

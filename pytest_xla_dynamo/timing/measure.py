@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_xla_dynamo.timing.stats import Figures
 
 if TYPE_CHECKING:
-    from pytest_xla_dynamo.cases import PreparedCase
+    from pytest_xla_dynamo.core.cases import PreparedCase
 
 
 def run_iterations(case: PreparedCase, iterations: int) -> None:
@@ -121,7 +121,7 @@ def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat:
     baseline's run is its ``setup``); None runs the same interleaving directly. Both cases must be
     warmed up: compilation is not part of what is timed here.
     """
-    from pytest_xla_dynamo import metrics
+    from pytest_xla_dynamo.core import metrics
 
     result = Measurement(iterations_per_run=iterations)
     for c in (baseline, case):

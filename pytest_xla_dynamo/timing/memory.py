@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_xla_dynamo.backends import Backend
+    from pytest_xla_dynamo.core.backends import Backend
 
 GB = 1e9
 CPU_REASON = ("on the CPU only the process-wide peak RSS (ru_maxrss) exists, which includes compilation and "

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_xla_dynamo.core.stages import STAGES, Where, stage, where_of
 from pytest_xla_dynamo.triage.report import Triage
-from pytest_xla_dynamo.triage.stages import STAGES, Where, stage, where_of
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.known_issues import Applied

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_xla_dynamo.core.stages import class_names
 from pytest_xla_dynamo.triage import Triage, for_item, recalled
 from pytest_xla_dynamo.triage.longrepr import decorate
-from pytest_xla_dynamo.triage.stages import class_names
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession

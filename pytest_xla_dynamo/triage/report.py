@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_xla_dynamo.core.stages import Where, class_names, where_of
 from pytest_xla_dynamo.known_issues.registry import KnownIssue
 from pytest_xla_dynamo.triage.matching import Failure, Match, declare_snippet, kind_of, match_failure, new_entry_snippet
-from pytest_xla_dynamo.triage.stages import Where, class_names, where_of
 
 TITLE = "xla-dynamo triage"
 MESSAGE_LINES = 3  # lines of the exception message shown in the header
@@ -58,7 +58,7 @@ class Triage:
     @classmethod
     def from_exception(cls, exc: BaseException, *, test: str, nodeid: str = "", **fields: Any) -> Triage:
         """A triage of ``exc``: its classes, message, and the stage written on it."""
-        from pytest_xla_dynamo.triage.stages import compile_part
+        from pytest_xla_dynamo.core.stages import compile_part
 
         message = str(exc)
         diverging = tuple(getattr(exc, "diverging", None) or ())

@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_xla_dynamo import metrics, patches, zoo
-from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.triage.stages import stage
+from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.core import metrics, patches
+from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.stages import stage
 
 if TYPE_CHECKING:
     import torch
@@ -177,7 +178,7 @@ class PreparedCase:
     def step(self) -> tuple[Any, Any]:
         """One training step (zero_grad, forward, loss, backward, SGD step) or one inference forward,
         ended by the backend's sync. Returns (outputs, loss or None). An exception leaves with its
-        stage written on it (:mod:`pytest_xla_dynamo.triage.stages`). A backend with ``split_step``
+        stage written on it (:mod:`pytest_xla_dynamo.core.stages`). A backend with ``split_step``
         also syncs after the forward (and loss) and after the backward."""
         __tracebackhide__ = True
         import torch

@@ -1,48 +1,58 @@
 """The case engine: the one place that builds, caches and warms up cases, for parity, graphs and timing.
 
 A process has one :class:`CaseEngine` (``XlaSession.engine``). It turns the session's options into a
-:class:`~pytest_xla_dynamo.cases.CaseKey` (tier, seed, patches, input randomization), builds each
-(model, backend, mode) once per process, and keeps it warmed up in a :class:`~pytest_xla_dynamo.cases.CaseCache`
+:class:`~pytest_xla_dynamo.core.cases.CaseKey` (tier, seed, patches, input randomization), builds each
+(model, backend, mode) once per process, and keeps it warmed up in a :class:`~pytest_xla_dynamo.core.cases.CaseCache`
 (one (model, mode) at a time: the collection hook orders shared-case tests by model, then mode). The parity
 references (eager twice, and fp64) are cached here too, beside the cases they were built with.
-It also reads a test's mode: the ``mode`` argument, else its ``xla_mode`` marker, so suites state it once.
+It knows nothing of pytest: the session passes it its options (:class:`CaseOptions`) and its backends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
-import pytest
-
-from pytest_xla_dynamo import patches, zoo
-from pytest_xla_dynamo.backends import Backend, BackendRegistry
-from pytest_xla_dynamo.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
-from pytest_xla_dynamo.config import MODES, XlaConfig
-from pytest_xla_dynamo.state import release_memory
-from pytest_xla_dynamo.triage.stages import stage
+from pytest_xla_dynamo import zoo
+from pytest_xla_dynamo.core import patches
+from pytest_xla_dynamo.core.backends import Backend, BackendRegistry
+from pytest_xla_dynamo.core.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
+from pytest_xla_dynamo.core.stages import stage
+from pytest_xla_dynamo.core.state import release_memory
 
 if TYPE_CHECKING:
     import torch
 
 
-def case_mode(item: pytest.Item, mode: str | None = None) -> str:
-    """``mode`` if given, else the test's ``xla_mode`` marker (UsageError when neither says it)."""
-    if mode is None:
-        marker = item.get_closest_marker("xla_mode")
-        if marker is None or len(marker.args) != 1:
-            raise pytest.UsageError(f"{item.nodeid}: say the mode once: @pytest.mark.xla_mode('train' or "
-                                    "'infer') on the test or module, or pass mode=")
-        mode = str(marker.args[0])
-    if mode not in MODES:
-        raise pytest.UsageError(f"{item.nodeid}: invalid mode {mode!r}; valid: {', '.join(MODES)}")
-    return mode
+class CaseOptions(Protocol):
+    """The options a case is built with (the session's ``XlaConfig`` is one)."""
+
+    @property
+    def tier(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def patches(self) -> tuple[str, ...]: ...
+    @property
+    def dropout(self) -> str: ...
+    @property
+    def randomize_input(self) -> bool: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def accuracy_runs(self) -> int: ...
+
+
+class CachedReference(Protocol):
+    """A parity reference the engine keeps beside its case (``parity.Reference``), closed when freed."""
+
+    def close(self) -> None: ...
 
 
 class CaseEngine:
     """Prepared cases of this process, built from the session's options (see the module docstring)."""
 
-    def __init__(self, xcfg: XlaConfig, backends: BackendRegistry) -> None:
+    def __init__(self, xcfg: CaseOptions, backends: BackendRegistry) -> None:
         self.xcfg = xcfg
         self.backends = backends
         self.cases = CaseCache()
@@ -50,7 +60,7 @@ class CaseEngine:
         # built once (read-only: cases copy it, their initial state aliases it)
         self._initial: dict[tuple[Any, ...], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]] = {}
         # parity references: (CaseKey of the eager case, steps) -> parity.Reference, one (model, mode) at a time
-        self.references: dict[tuple[CaseKey, int], Any] = {}
+        self.references: dict[tuple[CaseKey, int], CachedReference] = {}
 
     def focus(self, model: str, mode: str) -> None:
         """Free every prepared case and parity reference of another (model, mode) than this one, and the

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_xla_dynamo import zoo
-from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.cases import PreparedCase, collect
-from pytest_xla_dynamo.engine import CaseEngine
+from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.cases import PreparedCase, collect
+from pytest_xla_dynamo.core.engine import CaseEngine
 from pytest_xla_dynamo.parity.compare import Tolerance
+from pytest_xla_dynamo.parity.localize import fresh_compile, start_of_step
 from pytest_xla_dynamo.parity.plain_math import plain_math
-from pytest_xla_dynamo.triage.localize import fresh_compile, start_of_step
 
 if TYPE_CHECKING:
     import torch

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_xla_dynamo.config import TENSOR_MODES
+from pytest_xla_dynamo.core.constants import TENSOR_MODES
 
 if TYPE_CHECKING:
     import torch
@@ -65,7 +65,7 @@ class TensorMode:
         """Forward and backward of a copy of ``model`` on ``device`` in this mode; its signature."""
         import torch
 
-        from pytest_xla_dynamo.cases import place
+        from pytest_xla_dynamo.core.cases import place
 
         model = place(copy.deepcopy(model), device)
         xla_inputs = [t.to(device) for t in inputs]

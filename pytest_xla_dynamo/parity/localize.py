@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_xla_dynamo import zoo
-from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.cases import PreparedCase, iter_trace
-from pytest_xla_dynamo.engine import CaseEngine
+from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.cases import PreparedCase, iter_trace
+from pytest_xla_dynamo.core.engine import CaseEngine
 from pytest_xla_dynamo.parity.compare import Tolerance, compare_tensor
 from pytest_xla_dynamo.parity.plain_math import plain_math
 

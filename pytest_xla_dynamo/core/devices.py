@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import sys
 import types
 from functools import cache
 from typing import TYPE_CHECKING
@@ -164,7 +165,17 @@ def ensure_runtime() -> torch.device:
 
 
 def runtime_up() -> bool:
-    return _runtime_up
+    """Whether the XLA runtime is up in this process: brought up here (:func:`ensure_runtime`), or by anyone
+    (checked without importing torch_xla). The one such check of the package."""
+    if _runtime_up:
+        return True
+    module = sys.modules.get("torch_xla")
+    if module is None:
+        return False
+    try:
+        return bool(module._XLAC._xla_runtime_is_initialized())
+    except Exception:  # an unexpected torch_xla: assume it is up, so nothing claims an effect it lacks
+        return True
 
 
 def xla_device() -> torch.device:

@@ -107,7 +107,7 @@ def snapshot() -> Snapshot:
     """The current counter values (torch_xla only where its runtime is up)."""
     from torch._dynamo.utils import counters
 
-    from pytest_xla_dynamo import devices
+    from pytest_xla_dynamo.core import devices
 
     dynamo = {group: {str(k): int(v) for k, v in values.items()} for group, values in counters.items()}
     xla: dict[str, int] = {}

@@ -4,7 +4,7 @@ Dynamo can skip a whole frame without counting a graph break: on torch 2.9 a mod
 runs as plain (lazy) PyTorch, with the reason only in ``torch._dynamo.utils.counters["unimplemented"]``
 ("Attempted to wrap RNN, GRU, or LSTM"). A parity check of such a case passes without testing the
 backend's compiled path at all. :class:`Capture` reads the counters of a case's first steps (a
-:class:`~pytest_xla_dynamo.metrics.Snapshot` delta) and says whether dynamo captured nothing
+:class:`~pytest_xla_dynamo.core.metrics.Snapshot` delta) and says whether dynamo captured nothing
 (status :data:`NOT_CAPTURED` for a parity pass: pytorch's harness records ``calls_captured`` and
 ``unique_graphs`` for the same reason), only part of the model (graph breaks or skipped frames: a note),
 or all of it.
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_xla_dynamo.metrics import Snapshot, clean_reason
-from pytest_xla_dynamo.records import NOT_CAPTURED
+from pytest_xla_dynamo.core.constants import NOT_CAPTURED
+from pytest_xla_dynamo.core.metrics import Snapshot, clean_reason
 
 __all__ = ["NOT_CAPTURED", "Capture", "parity_status", "short_reason"]
 MAX_REASONS = 5  # reasons kept per kind in a record and a message

@@ -4,7 +4,8 @@ A patch works at two levels: at class level, models built while it is active get
 (``torch.nn.MaxPool2d`` is swapped in the ``torch.nn`` namespace); at instance level, an existing
 model's submodules are swapped in place. Both are undone on exit, also when the body raises.
 Built in: ``maxpool_to_avgpool`` and ``dropout_to_identity``. Register more with
-:func:`register_patch` or the ``pytest_xla_register_patches`` hook. No torch at import.
+:func:`register_patch` or the ``pytest_xla_register_patches`` hook. No torch at import, no pytest: a test's
+patches are activated by :func:`pytest_xla_dynamo.markers.for_test`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
-
-import pytest
-
-from pytest_xla_dynamo.markers import item_patches
 
 if TYPE_CHECKING:
     import torch
@@ -217,36 +214,6 @@ TORCH_HINT = "pip install torch==2.9.0 (or run the README's set-up command)"
 def torch_missing() -> bool:
     """Whether torch is not installed (checked without importing it)."""
     return importlib.util.find_spec("torch") is None
-
-
-@contextlib.contextmanager
-def activate(names: Iterable[str], *, required: bool = True) -> Iterator[list[str]]:
-    """Activate ``names`` for one test (what the plugin's autouse fixture calls), yielding the active names.
-
-    Without torch there is nothing to patch: a test that asked for patches (``required``) is skipped
-    with the install hint; for any other test (patches that come from ``--xla-patch`` or
-    ``REPLACE_MAXPOOL`` for the whole session) nothing happens and no patch is active.
-    """
-    names = list(dict.fromkeys(names))
-    if torch_missing():
-        if required:
-            what = f"op patches ({', '.join(names)})" if names else "op patches (the xla_patches fixture)"
-            pytest.skip(f"{what} need torch, not installed: {TORCH_HINT}")
-        yield []
-        return
-    if not names:
-        yield []
-        return
-    with apply_patches(names) as active:
-        yield active
-
-
-def for_test(item: pytest.Item, configured: Sequence[str]) -> contextlib.AbstractContextManager[list[str]]:
-    """:func:`activate` for ``item``: the session's patches (``configured``) and the test's ``xla_patch``
-    markers; the test requires them if it has such a marker or uses the ``xla_patches`` fixture."""
-    marked = item_patches(item)
-    required = bool(marked) or "xla_patches" in getattr(item, "fixturenames", ())
-    return activate([*configured, *marked], required=required)
 
 
 class PatchController:

@@ -10,7 +10,7 @@ runtime came up)::
 
 The snippet runs as ``__main__`` in ``python`` (``PJRT_DEVICE`` defaults to CPU there too); its
 uncaught exception comes back typed. The child never outlives the test's process
-(:mod:`pytest_xla_dynamo.processes`). No torch here.
+(:mod:`pytest_xla_dynamo.workers.processes`). No torch here.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_xla_dynamo import processes
-from pytest_xla_dynamo.processes import TAIL_LINES, signal_name, tail
 from pytest_xla_dynamo.session import CHILD_ENV
+from pytest_xla_dynamo.workers import processes
+from pytest_xla_dynamo.workers.processes import TAIL_LINES, signal_name, tail
 
 SNIPPET_TIMEOUT = 600.0
 WORKDIR_PREFIX = "xla-subprocess-"

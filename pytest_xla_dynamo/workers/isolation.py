@@ -12,7 +12,7 @@ exit code: as an xfail where it is the test's known crash, as a failure otherwis
 past ``--xla-isolate-timeout`` (or ``@pytest.mark.xla_isolated(timeout=S)``), or that a pytest-timeout
 stops, is asked for its Python stack (faulthandler on SIGUSR1), ended, and reported as a timeout with
 the limit and that stack. The session goes on. The child never outlives the parent
-(:mod:`pytest_xla_dynamo.processes`). No torch here.
+(:mod:`pytest_xla_dynamo.workers.processes`). No torch here.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_xla_dynamo import config as _config
-from pytest_xla_dynamo import markers, processes
+from pytest_xla_dynamo import markers
 from pytest_xla_dynamo.options import OPTIONS
-from pytest_xla_dynamo.processes import TAIL_LINES, signal_name, tail
+from pytest_xla_dynamo.workers import processes
+from pytest_xla_dynamo.workers.processes import TAIL_LINES, signal_name, tail
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession

@@ -41,21 +41,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_xla_dynamo.config import CPU_ISAS, ISA_VARIABLES, NATIVE, XLA_ISA_FLAG
+from pytest_xla_dynamo.core import devices
 from pytest_xla_dynamo.options import OPTIONS_BY_DEST
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
 
-NATIVE = "native"
 UNCAPPED = "uncapped"  # the kernel setting where none of SETTINGS is set
 DEFAULT_CPU_ISA = "avx2"
-XLA_ISA_FLAG = "--xla_cpu_max_isa"  # an entry of XLA_FLAGS, not a variable of its own
-ISA_VARIABLES: Mapping[str, Mapping[str, str]] = {
-    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", XLA_ISA_FLAG: "AVX2"},
-    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512", XLA_ISA_FLAG: "AVX512"},
-    NATIVE: {},
-}
-CPU_ISAS: tuple[str, ...] = tuple(ISA_VARIABLES)
 SETTINGS = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", XLA_ISA_FLAG)  # what a cap sets
 VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "XLA_FLAGS")  # the environment variables they live in
 X86 = ("x86_64", "amd64", "i686", "i386")
@@ -176,8 +170,6 @@ def isa_environment(isa: str | None) -> dict[str, Any]:
 def too_late(isa: str) -> str:
     """Why the cap cannot hold in this process, if it cannot: torch already dispatched ATen kernels at
     another capability, or the XLA runtime already started (checked without importing torch)."""
-    from pytest_xla_dynamo.timing.threads import runtime_already_up
-
     wanted = ISA_VARIABLES[isa].get("ATEN_CPU_CAPABILITY")
     problems = []
     torch = sys.modules.get("torch")
@@ -192,7 +184,7 @@ def too_late(isa: str) -> str:
                 os.environ.pop("ATEN_CPU_CAPABILITY", None)
         if have != wanted:
             problems.append(f"torch already chose {have} kernels in this process")
-    if wanted and runtime_already_up():
+    if wanted and devices.runtime_up():
         problems.append("the XLA runtime was already up")
     return "; ".join(problems)
 

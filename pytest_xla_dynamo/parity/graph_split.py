@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 
 from pytest_xla_dynamo import zoo
-from pytest_xla_dynamo.backends import Backend
-from pytest_xla_dynamo.engine import CaseEngine
+from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.engine import CaseEngine
 from pytest_xla_dynamo.parity.compare import Tolerance
 from pytest_xla_dynamo.parity.run import ParityResult, run
 

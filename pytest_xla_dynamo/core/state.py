@@ -8,7 +8,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from pytest_xla_dynamo import devices
+from pytest_xla_dynamo.core import devices
 
 
 def _save_rng() -> dict[str, Any]:

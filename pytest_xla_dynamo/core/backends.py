@@ -58,7 +58,7 @@ class Backend:
         import torch
 
         if self.is_xla:
-            from pytest_xla_dynamo.devices import xla_device
+            from pytest_xla_dynamo.core.devices import xla_device
 
             return xla_device()
         return torch.device("cpu")
@@ -126,7 +126,7 @@ class BackendRegistry:
     def register(self, backend: Backend, *, replace: bool = False) -> None:
         """Add ``backend``; a second one of the same name is an error unless ``replace``."""
         if not isinstance(backend, Backend):
-            raise TypeError(f"expected a pytest_xla_dynamo.backends.Backend, got {backend!r}")
+            raise TypeError(f"expected a pytest_xla_dynamo.core.backends.Backend, got {backend!r}")
         if backend.name in self._backends and not replace:
             if self._backends[backend.name] == backend:
                 return

@@ -1,0 +1,6 @@
+"""The process layer: how a session's tests are spread over processes and CPUs.
+
+Isolated tests (:mod:`.isolation`) and snippets (:mod:`.snippets`) in child processes (:mod:`.processes`),
+shards (:mod:`.sharding`), pytest-xdist's hooks and schedule (:mod:`.xdist_hooks`, :mod:`.xdist_schedule`),
+the thread budget's plugin (:mod:`.threads`) and the CPU ISA (:mod:`.cpu_isa`).
+"""

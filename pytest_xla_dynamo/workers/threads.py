@@ -1,0 +1,62 @@
+"""The thread-budget plugin: applies the budget of :mod:`pytest_xla_dynamo.timing.threads` to the session.
+
+``PJRT_NPROC`` is set once collection has selected a timing test (before any test starts the XLA runtime)
+and put back at unconfigure; the budget as applied is the session's (``XlaSession.thread_budget``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_xla_dynamo.timing.threads import XLA_THREADS_ENV, ThreadBudget, budget_for, set_xla_threads
+
+if TYPE_CHECKING:
+    from pytest_xla_dynamo.session import XlaSession
+
+
+class ThreadBudgetPlugin:
+    """Applies the session's thread budget where the session times something: once collection has selected
+    a test that uses ``xla_timing`` (before any test starts the XLA runtime), ``PJRT_NPROC`` is set; it is
+    restored at unconfigure. A session without timing tests (parity, graphs, the plugin's own tests) keeps
+    XLA:CPU's default threads."""
+
+    def __init__(self, session: XlaSession) -> None:
+        self.config = session.config
+        self.session = session
+        self._saved = os.environ.get(XLA_THREADS_ENV)
+        self._applied = False
+        self.budget = budget_for(session.xcfg.threads, xla="not set (no timing test in this session)")
+        session.thread_budget = self.budget
+
+    def apply(self) -> ThreadBudget:
+        """Set XLA:CPU's threads now (idempotent) and return the budget as applied."""
+        if not self._applied:
+            self._applied = True
+            self.budget = replace(self.budget, xla=set_xla_threads(self.budget.threads))
+            self.session.thread_budget = self.budget
+        return self.budget
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        if any("xla_timing" in getattr(item, "fixturenames", ()) for item in items):
+            self.apply()
+
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> str | None:
+        if not self._applied:
+            return None
+        b = self.budget
+        return f"xla-dynamo timing threads: {b.threads} ({b.choice}, {b.cores} cores; XLA:CPU {b.xla})"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if not self._applied:
+            return
+        if self._saved is None:
+            os.environ.pop(XLA_THREADS_ENV, None)
+        else:
+            os.environ[XLA_THREADS_ENV] = self._saved

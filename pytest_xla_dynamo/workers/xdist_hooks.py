@@ -1,0 +1,66 @@
+"""The plugin's pytest-xdist hooks: the one place, with the scheduler of :mod:`.xdist_schedule`, that knows about
+pytest-xdist (registered only when xdist is loaded). It holds the only ``pytest_testnodedown`` and
+``pytest_xdist_make_scheduler``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_xla_dynamo.session import WORKEROUTPUT_KEY, record_from_property
+
+if TYPE_CHECKING:
+    from pytest_xla_dynamo.session import XlaSession
+
+
+def _worker_id(node: Any) -> str:
+    return str(getattr(node, "workerinput", {}).get("workerid") or getattr(getattr(node, "gateway", None), "id", "?"))
+
+
+class XdistHooks:
+    """The plugin's pytest-xdist hooks (registered only when xdist is loaded): what each worker sent
+    reaches the controller's session. A worker sends its records once, at its end; the records also
+    travel with each test's report, and those of a worker that died before its end (a segfault, the OOM
+    killer) are taken from its reports instead of being lost."""
+
+    def __init__(self, session: XlaSession) -> None:
+        self.session = session
+        self.streamed: dict[str, list[dict[str, Any]]] = {}  # worker -> records seen in its teardown reports
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        node = getattr(report, "node", None)  # set by xdist on a report a worker sent
+        if node is None or report.when != "teardown":  # teardown: the last report, with every property
+            return
+        found = (record_from_property(name, value) for name, value in report.user_properties)
+        self.streamed.setdefault(_worker_id(node), []).extend(r for r in found if r is not None)
+
+    @pytest.hookimpl
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """xdist's loadgroup scheduler without its hangs after a worker crash (see :mod:`.xdist_schedule`)."""
+        from pytest_xla_dynamo.workers.xdist_schedule import make_scheduler
+
+        return make_scheduler(config, log)
+
+    @pytest.hookimpl
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+        worker = _worker_id(node)
+        streamed = self.streamed.pop(worker, [])
+        if output is None:  # the worker died before its end: keep what its reports carried
+            self.session.dead_workers.append(worker)
+            self._keep_snapshots()
+            if streamed:
+                output = {"records": streamed}
+                self.session.recovered_records[worker] = len(streamed)
+        self.session.merge_worker_output(worker, output or {})
+
+    def _keep_snapshots(self) -> None:
+        """A dead worker never sends syrupy its snapshot use, and syrupy (7.0) counts worker reports, not
+        workers: its replacement's report makes the count whole, and the controller would delete the dead
+        worker's snapshots as unused under ``--snapshot-update``. Switch the cleanup off for this session."""
+        option = self.session.config.option
+        if hasattr(option, "disable_unused_snapshots") and not option.disable_unused_snapshots:
+            option.disable_unused_snapshots = True
+            self.session.snapshot_cleanup_off = True
