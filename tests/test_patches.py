@@ -115,9 +115,9 @@ def test_engine_refuses_a_spec_hiding_its_dropout(has_dropout: bool) -> None:
 def test_a_models_cases_share_one_cpu_copy_of_its_initial_weights() -> None:
     """Each shared case and reference of the (model, mode) in focus starts from one CPU model, built once
     (a CPU case copies its inputs, since they are shared); another (model, mode) frees it."""
-    from pytest_xla_dynamo.backends import default_registry
     from pytest_xla_dynamo.config import XlaConfig
-    from pytest_xla_dynamo.engine import CaseEngine
+    from pytest_xla_dynamo.core.backends import default_registry
+    from pytest_xla_dynamo.core.engine import CaseEngine
     from pytest_xla_dynamo.zoo.table import make_spec
 
     def build(tier: str) -> Any:

@@ -11,7 +11,7 @@ It knows nothing of pytest: the session passes it its options (:class:`CaseOptio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core import patches
