@@ -36,6 +36,17 @@ SEED_ORDER = [
 ]
 
 
+def buildable(name: str) -> zoo.ModelSpec:
+    """The zoo's ``name``, or a skip naming the libraries it needs that are not installed."""
+    import pytest
+
+    spec = zoo.get_model(name)
+    missing = spec.missing_requirements()
+    if missing:
+        pytest.skip(f"{name} needs {', '.join(missing)}")
+    return spec
+
+
 def toy_spec(name: str = "toy", **kw: Any) -> zoo.ModelSpec:
     """A valid user ModelSpec whose factories are never called; ``kw`` overrides its fields."""
     args: dict[str, Any] = {

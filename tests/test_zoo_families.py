@@ -11,6 +11,7 @@ import pickle
 from typing import Any
 
 import pytest
+from sample_data import buildable
 
 from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.zoo import diffusers_models, family, moe_models, pyg_models, torch_models, torchvision_families
@@ -55,14 +56,6 @@ def test_unknown_family_is_rejected() -> None:
         family.spec(row)
 
 
-def _buildable(name: str) -> zoo.ModelSpec:
-    spec = zoo.get_model(name)
-    missing = spec.missing_requirements()
-    if missing:
-        pytest.skip(f"{name} needs {', '.join(missing)}")
-    return spec
-
-
 def _tensors(out: Any) -> list[Any]:
     import torch
     import torch.utils._pytree as pytree
@@ -74,7 +67,7 @@ def _tensors(out: Any) -> list[Any]:
 def test_small_tier_builds_trains_and_infers(name: str) -> None:
     """A training forward gives a finite scalar loss with gradients; inference gives finite tensors (a list of
     dicts for detection, a dict for segmentation); the inputs are CPU tensors, ints kept as ints."""
-    spec = _buildable(name)
+    spec = buildable(name)
     import torch
     from torch.nn.modules.dropout import _DropoutNd
 
@@ -103,7 +96,7 @@ def test_small_tier_builds_trains_and_infers(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["recurrent.seq2seq_lstm", "recommendation.dlrm", "generative.dcgan_generator"])
 def test_plain_torch_models_are_picklable(name: str) -> None:
-    spec = _buildable(name)
+    spec = buildable(name)
     import torch
 
     torch.manual_seed(0)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sample_data import SEED_ORDER
+from sample_data import SEED_ORDER, buildable
 
 from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.zoo import table, timm_models, torchvision_models, transformers_models
@@ -37,14 +37,6 @@ FULL_INPUTS_BATCH_1 = {name: ((1, 128), "int64") if name == "BERT_pytorch" else 
 SMALL_OUTPUTS = {name: (SMALL_INPUTS[name][0][0], 10) for name in SEED_ORDER} | {"BERT_pytorch": (2, 32, 1000)}
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _buildable(name: str) -> zoo.ModelSpec:
-    spec = zoo.get_model(name)
-    missing = spec.missing_requirements()
-    if missing:
-        pytest.skip(f"{name} needs {', '.join(missing)}")
-    return spec
 
 
 # --- built-in specs ----------------------------------------------------------------------
@@ -215,7 +207,7 @@ def test_transformers_module_attribute() -> None:
 
 @pytest.mark.parametrize("name", SEED_ORDER)
 def test_inputs_per_tier(name: str) -> None:
-    spec = _buildable(name)
+    spec = buildable(name)
     import torch
 
     torch.manual_seed(0)
@@ -232,7 +224,7 @@ def test_inputs_per_tier(name: str) -> None:
 
 @pytest.mark.parametrize("name", SEED_ORDER)
 def test_small_tier_builds_and_runs(name: str) -> None:
-    spec = _buildable(name)
+    spec = buildable(name)
     import torch
     from torch.nn.modules.dropout import _DropoutNd
 
@@ -253,7 +245,7 @@ def test_small_tier_builds_and_runs(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["resnet18", "BERT_pytorch", "timm_vision_transformer"])
 def test_small_build_is_deterministic_given_the_seed(name: str) -> None:
-    spec = _buildable(name)
+    spec = buildable(name)
     import torch
 
     def build(seed: int) -> tuple[dict[str, Any], tuple[Any, ...]]:
@@ -268,7 +260,7 @@ def test_small_build_is_deterministic_given_the_seed(name: str) -> None:
 
 
 def test_bert_wrapper_is_picklable() -> None:
-    spec = _buildable("BERT_pytorch")
+    spec = buildable("BERT_pytorch")
     import torch
 
     torch.manual_seed(0)
