@@ -7,6 +7,7 @@ the model's library is missing.
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
 from typing import Any
 
@@ -18,6 +19,11 @@ from pytest_xla_dynamo.zoo import diffusers_models, family, moe_models, pyg_mode
 from pytest_xla_dynamo.zoo.spec import SOURCES
 
 FAMILY_MODELS = [n for n in zoo.model_names() if zoo.get_model(n).collection in family.FAMILIES]
+HAS_XLA = importlib.util.find_spec("torch_xla") is not None
+#: importing torch_xla replaces nn.GRU by its scan GRU, which fails on CPU tensors (the suites always import it)
+GRU_REPLACED = pytest.mark.xfail(HAS_XLA, raises=RuntimeError, strict=True,
+                                 reason="local:xla-scan-gru-replaces-nn-gru: with torch_xla imported, nn.GRU fails on "
+                                        "CPU tensors")
 # the models per family, in the zoo's order
 EXPECTED = {
     "recurrent": ["lstm_lm", "gru_lm", "lstm_classifier", "gru_classifier", "seq2seq_lstm"],
@@ -63,11 +69,15 @@ def _tensors(out: Any) -> list[Any]:
     return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
-@pytest.mark.parametrize("name", FAMILY_MODELS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=GRU_REPLACED) if n == "recurrent.gru_lm" else n
+                                  for n in FAMILY_MODELS])
 def test_small_tier_builds_trains_and_infers(name: str) -> None:
     """A training forward gives a finite scalar loss with gradients; inference gives finite tensors (a list of
-    dicts for detection, a dict for segmentation); the inputs are CPU tensors, ints kept as ints."""
+    dicts for detection, a dict for segmentation); the inputs are CPU tensors, ints kept as ints. With torch_xla
+    imported first, as in the suites (and whatever ran before in this worker)."""
     spec = buildable(name)
+    if HAS_XLA:
+        import torch_xla  # noqa: F401
     import torch
     from torch.nn.modules.dropout import _DropoutNd
 
