@@ -120,6 +120,7 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     manager.register(session, "xla_dynamo_session")
     if manager.hasplugin("xdist"):
         manager.register(XdistHooks(session), "xla_dynamo_xdist")
+    _share_the_machine(session)
     _use_loadgroup(config)
     from pytest_xla_dynamo.gating.plugin import GatingPlugin
     from pytest_xla_dynamo.known_issues.plugin import KnownIssuesPlugin
@@ -138,6 +139,20 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     for name in CONCERNS:
         manager.register(factories[name](session), f"xla_dynamo_{name}")
     return session
+
+
+def _share_the_machine(session: XlaSession) -> None:
+    """In an xdist worker given the machine lock's folder: hold it for each test, take the worker's share of
+    the cores for torch (:mod:`~pytest_xla_dynamo.workers.machine_lock`)."""
+    from pytest_xla_dynamo.timing.threads import available_cores
+    from pytest_xla_dynamo.workers import machine_lock
+
+    folder = getattr(session.config, "workerinput", {}).get(machine_lock.WORKERINPUT_KEY)
+    if not folder or session.worker_count < 2 or not machine_lock.available():
+        return
+    session.machine_lock = lock = machine_lock.MachineLock(folder)
+    threads = machine_lock.worker_threads(available_cores(), session.worker_count)
+    session.config.pluginmanager.register(machine_lock.MachineLockPlugin(lock, threads), "xla_dynamo_machine_lock")
 
 
 def _active(config: pytest.Config) -> bool:

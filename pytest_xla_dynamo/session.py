@@ -31,6 +31,7 @@ from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.records import CaseRecord, RecordStore
 from pytest_xla_dynamo.repro import repro_command
 from pytest_xla_dynamo.timing.threads import ThreadBudget, budget_for
+from pytest_xla_dynamo.workers.machine_lock import MachineLock, NoLock
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
@@ -71,6 +72,8 @@ class XlaSession:
         self.activated_late = False  # the plugin turned on during collection: its header lines follow it
         self.unchecked_snapshots: set[str] = set()  # graph snapshots of cases that failed before comparing
         self._engine: CaseEngine | None = None
+        # shared by xdist workers: a test holds it shared, timed runs exclusive (set in a worker by plugin.py)
+        self.machine_lock: MachineLock | NoLock = NoLock()
 
     # --- where this process stands ------------------------------------------------------------------
 

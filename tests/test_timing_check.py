@@ -83,12 +83,13 @@ def test_xdist_workers_and_refusal(workerinput: dict[str, Any] | None, env: dict
     config: Any = SimpleNamespace() if workerinput is None else SimpleNamespace(workerinput=workerinput)
     assert XlaSession(config, XlaConfig(), default_registry()).worker_count == workers
     refusal = xdist_refusal(workers, cores=2)
+    assert xdist_refusal(workers, cores=2, locked=True) is None  # the machine lock gives the timed runs the cores
     if workers <= 1:
         assert refusal is None
     else:
         assert refusal is not None
         assert f"pytest-xdist with {workers} workers" in refusal
-        assert "compete" in refusal and "-n 0" in refusal
+        assert "compete" in refusal and "-n 0" in refusal and "no lock" in refusal
 
 
 def test_an_unreliable_record_shows_as_such_in_the_table_and_stays_out_of_the_geomean() -> None:
@@ -389,13 +390,33 @@ def test_benchmark_skip_skips(suite: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*--benchmark-skip*"])
 
 
-def test_two_xdist_workers_refuse_timing(suite: pytest.Pytester) -> None:
+def test_two_xdist_workers_time_under_the_machine_lock(suite: pytest.Pytester) -> None:
+    """Two workers: the timed runs hold the machine lock exclusive (workers/machine_lock.py), so timing is not
+    refused; the other worker's test (a CPU-bound loop) runs beside the warm-up but not beside the timed runs,
+    and the worker's untimed tests run at its share of the cores (one thread of two)."""
+    suite.makepyfile(test_other="""
+        import time
+
+        import pytest
+        import torch
+
+        @pytest.mark.xdist_group("other")
+        def test_busy_beside_it():
+            assert torch.get_num_threads() == 1  # the worker's share of 2 cores (or fewer) between 2 workers
+            end = time.perf_counter() + 20
+            while time.perf_counter() < end:
+                pass
+    """)
     result = suite.runpytest_subprocess(*COMMON, "-n", "2", "--xla-backend=trace_once", "--xla-modes=train",
-                                        "--xla-report=table", "-rs", timeout=TIMEOUT)
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*timing is refused under pytest-xdist with 2 workers: the workers compete for "
-                                 "the * core*run the timing suite (suites/test_timing.py) with -n 0*"])
-    assert "geomean" not in result.stdout.str()
+                                        "--xla-repeat=2", "--xla-report=table,json", "--xla-report-dir=rep", "-rs",
+                                        timeout=TIMEOUT)
+    result.assert_outcomes(passed=2)
+    assert "| geomean" in result.stdout.str()
+    (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
+    _check_judged(record)
+    # the busy test starts at once and holds its share for 20 s; the timed runs, asked for after the tiny model's
+    # start-up and compile, wait for it to end
+    assert record["extra"]["xdist_workers"] == 2 and record["extra"]["machine_lock_wait_s"] > 1
 
 
 def test_one_xdist_worker_times_and_the_controller_reports(suite: pytest.Pytester,

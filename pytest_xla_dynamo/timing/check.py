@@ -2,8 +2,9 @@
 
 pytest-benchmark's switches keep their meaning: ``--benchmark-skip`` skips the timing tests,
 ``--benchmark-disable`` runs each case once (one baseline run, one backend run) and records it as
-``not_measured`` without a speedup. Under pytest-xdist with more than one worker, timing is refused
-(a skip naming the fix): the workers would compete for the cores. With one worker (``-n 1``)
+``not_measured`` without a speedup. Under pytest-xdist with more than one worker the timed runs hold the
+machine lock exclusive (:mod:`~pytest_xla_dynamo.workers.machine_lock`: the other workers wait); where there is
+no lock, timing is refused (a skip naming the fix). With one worker (``-n 1``)
 pytest-benchmark disables itself, so the runs are timed by the same interleaved loop with
 ``time.perf_counter`` and the record says so (``extra["timer"]``). pytest-benchmark stores the
 backend's seconds *per run*; the figures recorded here are per iteration. Its per-case tables are
@@ -32,6 +33,7 @@ from pytest_xla_dynamo.timing.measure import Measurement, measure
 from pytest_xla_dynamo.timing.memory import device_memory, memory_columns
 from pytest_xla_dynamo.timing.stats import SPEEDUP_STATISTIC, compilation_latency
 from pytest_xla_dynamo.timing.threads import apply_torch_threads
+from pytest_xla_dynamo.workers.machine_lock import NoLock
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
@@ -49,14 +51,15 @@ STATS_UNIT = "seconds per timed run of iterations_per_run iterations"
 BENCHMARK_GROUP = "xla-dynamo timing: {mode}"  # one pytest-benchmark table per mode
 
 
-def xdist_refusal(workers: int, cores: int | None = None) -> str | None:
-    """Why timing is refused with ``workers`` pytest-xdist workers (None: it may time)."""
-    if workers <= 1:
+def xdist_refusal(workers: int, cores: int | None = None, locked: bool = False) -> str | None:
+    """Why timing is refused with ``workers`` pytest-xdist workers (None: it may time). ``locked``: the workers
+    share the machine lock, so the timed runs have the cores alone (:mod:`~pytest_xla_dynamo.workers.machine_lock`)."""
+    if workers <= 1 or locked:
         return None
     cores = cores or os.cpu_count() or 1
     return (f"timing is refused under pytest-xdist with {workers} workers: the workers compete for the "
-            f"{cores} core{'s' if cores != 1 else ''}, so the timings would be wrong; run the timing suite "
-            f"(suites/test_timing.py) with -n 0 (or -n 1)")
+            f"{cores} core{'s' if cores != 1 else ''} and this platform has no lock (POSIX flock) to give the "
+            f"timed runs the cores alone; run the timing suite (suites/test_timing.py) with -n 0 (or -n 1)")
 
 
 def _user_disabled(config: pytest.Config) -> bool:
@@ -101,7 +104,8 @@ class XlaTiming(CaseCheck):
         """Time ``spec`` on ``backend`` (mode: the ``xla_mode`` marker by default) and record it.
 
         Raises (after recording ``fail_to_run`` or ``eager_fail_to_run``) when a case cannot be built
-        or stepped; skips under xdist with more than one worker and when ``backend`` is the baseline.
+        or stepped; skips under xdist with more than one worker and no machine lock, and when ``backend`` is
+        the baseline.
         """
         mode = self._mode(mode)
         run = self._open(spec, backend, mode)
@@ -128,7 +132,7 @@ class XlaTiming(CaseCheck):
     def _open(self, spec: zoo.ModelSpec, backend: Backend, mode: str) -> _Run:
         """Refuse what cannot be timed (skips, usage errors), set the threads and say what the record holds."""
         session, xcfg = self.session, self.session.xcfg
-        refusal = xdist_refusal(session.worker_count)
+        refusal = xdist_refusal(session.worker_count, locked=not isinstance(session.machine_lock, NoLock))
         if refusal is not None:
             pytest.skip(refusal)
         base_backend = session.backends.get(xcfg.baseline_backend)
@@ -171,17 +175,20 @@ class XlaTiming(CaseCheck):
         if hasattr(benchmark, "group"):
             benchmark.group = BENCHMARK_GROUP.format(mode=run.mode)
         attempts: list[dict[str, Any]] = []
-        if user_disabled:  # pytest-benchmark runs setup and target once
-            measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
-            return _Timed(measured, attempts, timer, user_disabled)
-        measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic)
-        attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
-        recompiles = measured.recompiles
-        while attempts[-1]["reasons"] and len(attempts) <= interference.REMEASURE_LIMIT:
-            measured = measure(case, baseline, iterations, repeat, None)  # pedantic runs once per test
+        # the timed runs hold the machine alone (other xdist workers wait; a no-op without them)
+        with self.session.machine_lock.exclusive() as waited:
+            run.context["machine_lock_wait_s"] = round(waited, 3)
+            if user_disabled:  # pytest-benchmark runs setup and target once
+                measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
+                return _Timed(measured, attempts, timer, user_disabled)
+            measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic)
             attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
-            recompiles += measured.recompiles
-            timer = TIMER_REMEASURED
+            recompiles = measured.recompiles
+            while attempts[-1]["reasons"] and len(attempts) <= interference.REMEASURE_LIMIT:
+                measured = measure(case, baseline, iterations, repeat, None)  # pedantic runs once per test
+                attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
+                recompiles += measured.recompiles
+                timer = TIMER_REMEASURED
         measured.recompiles = recompiles
         return _Timed(measured, attempts, timer, user_disabled)
 

@@ -4,6 +4,8 @@ pytest-xdist (registered only when xdist is loaded). It holds the only ``pytest_
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -27,6 +29,7 @@ class XdistHooks:
     def __init__(self, session: XlaSession) -> None:
         self.session = session
         self.streamed: dict[str, list[dict[str, Any]]] = {}  # worker -> records seen in its teardown reports
+        self.lock_folder: str | None = None  # the machine lock's folder, made at the first worker's start
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -35,6 +38,24 @@ class XdistHooks:
             return
         found = (record_from_property(name, value) for name, value in report.user_properties)
         self.streamed.setdefault(_worker_id(node), []).extend(r for r in found if r is not None)
+
+    @pytest.hookimpl
+    def pytest_configure_node(self, node: Any) -> None:
+        """Give each worker the machine lock's folder (:mod:`.machine_lock`): the workers' tests share the
+        cores, a timing test's timed runs have them alone."""
+        from pytest_xla_dynamo.workers import machine_lock
+
+        if not machine_lock.available():
+            return
+        if self.lock_folder is None:
+            self.lock_folder = tempfile.mkdtemp(prefix="xla-dynamo-machine-")
+        node.workerinput[machine_lock.WORKERINPUT_KEY] = self.lock_folder
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.lock_folder is not None:
+            shutil.rmtree(self.lock_folder, ignore_errors=True)
+            self.lock_folder = None
 
     @pytest.hookimpl
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
