@@ -146,8 +146,9 @@ def _share_the_machine(session: XlaSession) -> None:
     the cores for torch (:mod:`~pytest_xla_dynamo.workers.machine_lock`)."""
     from pytest_xla_dynamo.timing.threads import available_cores
     from pytest_xla_dynamo.workers import machine_lock
+    from pytest_xla_dynamo.workers.xdist_hooks import SHARED_FOLDER_KEY
 
-    folder = getattr(session.config, "workerinput", {}).get(machine_lock.WORKERINPUT_KEY)
+    folder = getattr(session.config, "workerinput", {}).get(SHARED_FOLDER_KEY)
     if not folder or session.worker_count < 2 or not machine_lock.available():
         return
     session.machine_lock = lock = machine_lock.MachineLock(folder)
@@ -166,7 +167,15 @@ def get_session(config: pytest.Config) -> XlaSession:
 
 
 def _use_loadgroup(config: pytest.Config) -> None:
-    """Keep each model's tests on one worker: ``-n N`` without ``--dist`` schedules by xdist_group."""
+    """Keep each model's tests on one worker: ``-n N`` without ``--dist`` schedules by xdist_group. A worker
+    learns it from the controller (``workerinput``): it parses the command line again, without the change."""
+    from pytest_xla_dynamo.workers.xdist_hooks import LOADGROUP_KEY
+
+    workerinput = getattr(config, "workerinput", None)
+    if isinstance(workerinput, dict):
+        if workerinput.get(LOADGROUP_KEY):
+            config.option.loadgroup = True  # xdist's worker adds the group to each test id (remote.py)
+        return
     if getattr(config.option, "dist", "no") == "load" and not any(
             a == "--dist" or a.startswith("--dist=") or a == "-d" for a in config.invocation_params.args):
         config.option.dist = "loadgroup"

@@ -406,12 +406,18 @@ def test_two_xdist_workers_time_under_the_machine_lock(suite: pytest.Pytester) -
             end = time.perf_counter() + 20
             while time.perf_counter() < end:
                 pass
+
+        def test_same_model(xla_model):  # the model's group: the timing test's worker (pytest-xdist#1386)
+            pass
     """)
     result = suite.runpytest_subprocess(*COMMON, "-n", "2", "--xla-backend=trace_once", "--xla-modes=train",
                                         "--xla-repeat=2", "--xla-report=table,json", "--xla-report-dir=rep", "-rs",
-                                        timeout=TIMEOUT)
-    result.assert_outcomes(passed=2)
-    assert "| geomean" in result.stdout.str()
+                                        "-v", timeout=TIMEOUT)
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    assert "| geomean" in out
+    workers = [re.findall(rf"\[(gw\d)\] .*PASSED .*{name}", out) for name in ("test_timing_train", "test_same_model")]
+    assert workers[0] and workers[0] == workers[1], out
     (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
     _check_judged(record)
     # the busy test starts at once and holds its share for 20 s; the timed runs, asked for after the tiny model's

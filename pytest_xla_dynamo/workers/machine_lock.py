@@ -7,7 +7,7 @@ and the interference check still sees anything else on the machine. A turnstile 
 measurement from being starved: while it waits, no worker starts a new test; the tests already running
 finish, then the measurement runs, then the others go on.
 
-POSIX ``flock`` on two files in a folder the controller makes and hands to its workers (``workerinput``);
+POSIX ``flock`` on two files in the folder the controller shares with its workers (``workerinput``);
 the kernel drops a dead worker's locks with it. Without ``fcntl`` (not POSIX) there is no lock, and timing
 stays refused under more than one worker.
 """
@@ -29,7 +29,6 @@ try:
 except ImportError:  # not POSIX
     _fcntl = None
 
-WORKERINPUT_KEY = "xla_dynamo_machine_lock"  # the lock folder, from the controller to its workers
 _LOCK, _TURNSTILE = "machine.lock", "turnstile.lock"
 
 
@@ -139,10 +138,14 @@ class MachineLockPlugin:
         self.threads = threads
         self._threads_set = False
 
-    def _set_threads(self) -> None:
+    def _set_threads(self, item: pytest.Item) -> None:
+        """Once, before the first test that computes with torch (an XLA test, or any test once torch is in): the
+        thread count is part of what dynamo guards on, so it must not change under a compiled case."""
         import sys
 
-        if self._threads_set or "torch" not in sys.modules:
+        from pytest_xla_dynamo.activation import needs_xla
+
+        if self._threads_set or ("torch" not in sys.modules and not needs_xla(item)):
             return
         import torch
 
@@ -151,7 +154,7 @@ class MachineLockPlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-        self._set_threads()
+        self._set_threads(item)
         with self.lock.shared():
             return (yield)
 

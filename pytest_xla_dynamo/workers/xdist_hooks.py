@@ -4,6 +4,7 @@ pytest-xdist (registered only when xdist is loaded). It holds the only ``pytest_
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,10 @@ from pytest_xla_dynamo.session import WORKEROUTPUT_KEY, record_from_property
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
+
+
+LOADGROUP_KEY = "xla_dynamo_loadgroup"  # workerinput: the controller schedules by xdist_group
+SHARED_FOLDER_KEY = "xla_dynamo_shared"  # workerinput: the folder the controller and its workers share
 
 
 def _worker_id(node: Any) -> str:
@@ -29,7 +34,7 @@ class XdistHooks:
     def __init__(self, session: XlaSession) -> None:
         self.session = session
         self.streamed: dict[str, list[dict[str, Any]]] = {}  # worker -> records seen in its teardown reports
-        self.lock_folder: str | None = None  # the machine lock's folder, made at the first worker's start
+        self.shared_folder: str | None = None  # controller: the folder its workers share, made at the first's start
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -41,28 +46,37 @@ class XdistHooks:
 
     @pytest.hookimpl
     def pytest_configure_node(self, node: Any) -> None:
-        """Give each worker the machine lock's folder (:mod:`.machine_lock`): the workers' tests share the
-        cores, a timing test's timed runs have them alone."""
-        from pytest_xla_dynamo.workers import machine_lock
+        """Give each worker the scheduling the controller chose and the folder the workers share with it: their
+        tests' groups for the scheduler (:mod:`.xdist_schedule`) and the machine lock (:mod:`.machine_lock`)."""
+        # a worker parses the command line again: a --dist the controller chose (loadgroup, plugin.py) reaches it
+        # only here
+        node.workerinput[LOADGROUP_KEY] = getattr(self.session.config.option, "dist", None) == "loadgroup"
+        if self.shared_folder is None:
+            self.shared_folder = tempfile.mkdtemp(prefix="xla-dynamo-xdist-")
+        node.workerinput[SHARED_FOLDER_KEY] = self.shared_folder
 
-        if not machine_lock.available():
-            return
-        if self.lock_folder is None:
-            self.lock_folder = tempfile.mkdtemp(prefix="xla-dynamo-machine-")
-        node.workerinput[machine_lock.WORKERINPUT_KEY] = self.lock_folder
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """A worker: write its tests' groups before xdist sends the controller its collection."""
+        from pytest_xla_dynamo.workers.xdist_schedule import groups_of, write_groups
+
+        workerinput = getattr(session.config, "workerinput", None)
+        if isinstance(workerinput, dict) and workerinput.get(SHARED_FOLDER_KEY):
+            write_groups(workerinput[SHARED_FOLDER_KEY], str(workerinput.get("workerid", os.getpid())),
+                         groups_of(session.items))
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self.lock_folder is not None:
-            shutil.rmtree(self.lock_folder, ignore_errors=True)
-            self.lock_folder = None
+        if self.shared_folder is not None:
+            shutil.rmtree(self.shared_folder, ignore_errors=True)
+            self.shared_folder = None
 
     @pytest.hookimpl
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """xdist's loadgroup scheduler without its hangs after a worker crash (see :mod:`.xdist_schedule`)."""
         from pytest_xla_dynamo.workers.xdist_schedule import make_scheduler
 
-        return make_scheduler(config, log)
+        return make_scheduler(config, log, self.shared_folder)
 
     @pytest.hookimpl
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
