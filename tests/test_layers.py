@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 #: bottom to top: each name is a module or subpackage of the package (its submodules go with it)
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("zoo", "fileio", "versions")),
+    ("base", ("zoo", "fileio", "versions", "registries")),
     ("core", ("core",)),
     ("settings", ("launch", "options", "activation", "hookspecs", "config", "records", "repro", "markers")),
     ("plugins", ("session", "collection", "workers", "timing", "graphs", "parity", "triage", "known_issues",
