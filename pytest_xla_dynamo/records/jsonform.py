@@ -174,8 +174,8 @@ def _parity(obj: Mapping[str, Any]) -> ParityFigures:
     return _build(ParityFigures, obj, capture=_capture(obj), triage=None if triage is None else TriageNote(triage))
 
 
-def _graphs(obj: Mapping[str, Any]) -> GraphFigures | None:
-    return _build(GraphFigures, obj, capture=_capture(obj)) if obj else None  # a case that failed to run: none
+def _graphs(obj: Mapping[str, Any]) -> GraphFigures:
+    return _build(GraphFigures, obj, capture=_capture(obj))
 
 
 def _timing(obj: Mapping[str, Any]) -> TimingFigures:
@@ -201,7 +201,7 @@ def parse_extra(suite: str, extra: JsonObject) -> tuple[ParityFigures | None, Gr
                                                         TimingFigures | None, JsonObject]:
     """A record's figures from its ``extra`` object: ``(parity, graphs, timing, unparsed)``, where ``unparsed`` is
     the whole object when it is not in a layout this version writes for ``suite`` (then no figures), else ``{}``.
-    An empty object is no figures."""
+    An empty object is no figures (a graph check whose case failed to run)."""
     if not extra:
         return None, None, None, {}
     reader = _READERS.get(suite)
