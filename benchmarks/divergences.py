@@ -41,10 +41,11 @@ def main() -> int:
         parser.error(f"cannot read the report {str(path)!r}: {detail} (give a JSON report, --xla-report=json, "
                      "or the folder that holds its xla-dynamo.jsonl)")
     for record in records:
-        if record.suite != "parity" or not record.extra.get("divergences"):
+        parity = record.parity
+        if parity is None or not parity.divergences:
             continue
-        divs = record.extra["divergences"]
-        total = record.extra.get("divergences_total", len(divs))
+        divs = parity.divergences
+        total = parity.divergences_total if parity.divergences_total is not None else len(divs)
         unexplained = [d for d in divs if not any(fnmatch.fnmatchcase(d["tensor"], g) for g in args.ignore)]
         print(f"{record.name} / {record.backend} / {record.mode}: {total} diverging tensors, "
               f"{len(unexplained)} not covered by {args.ignore or 'nothing'}")
@@ -68,9 +69,10 @@ def print_matches(records: list[CaseRecord]) -> None:
     under, and the registry entries it matched (``full`` or ``partial``)."""
     lines = []
     for record in records:
-        triage = record.extra.get("triage")
-        if not isinstance(triage, dict) or record.status in ("pass", "", None):
+        note = record.parity.triage if record.parity is not None else None
+        if note is None or record.status in ("pass", "", None):
             continue
+        triage = note.document
         found = triage.get("matches") or []
         matches = ", ".join(f"{m['id']} ({'full' if m.get('full') else 'partial'})" for m in found)
         lines.append(f"{record.suite} {record.name} / {record.backend} / {record.mode}: {record.status}; "

@@ -28,9 +28,15 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.report import read_json
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def compile_seconds(record: CaseRecord) -> float | None:
+    """The seconds a parity record's XLA compilations took (None: not recorded)."""
+    return record.parity.compile_seconds if record.parity is not None else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         records = [r for r in read_json(report) if r.suite == "parity"]
     cases = {r.key for r in records}
     compiles = sum(r.compiles or 0 for r in records)
-    seconds = sum(r.extra.get("compile_seconds") or 0.0 for r in records)
+    seconds = sum(compile_seconds(r) or 0.0 for r in records)
     statuses = Counter(r.status for r in records)
-    per_case = [[*r.key, r.status, r.known_issue, r.compiles, r.extra.get("compile_seconds")] for r in records]
+    per_case = [[*r.key, r.status, r.known_issue, r.compiles, compile_seconds(r)] for r in records]
     print()
     print(tabulate(per_case, headers=["model", "backend", "mode", "status", "known issue", "XLA compiles",
                                       "compile s"], tablefmt="github"))

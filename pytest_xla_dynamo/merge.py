@@ -92,7 +92,7 @@ def output_problems(out: Path, formats: Sequence[str], summary: Path | None, exp
 
 
 def _case_id(record: CaseRecord) -> tuple[str, ...]:
-    return (record.suite, record.nodeid, *record.key, str(record.extra.get("tensor_mode", "")))
+    return (record.suite, record.nodeid, *record.key)
 
 
 def check_shards(shards: Sequence[Shard]) -> None:

@@ -97,9 +97,10 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     from pytest_xla_dynamo.workers.xdist_hooks import XdistHooks
 
     registry = _backends.default_registry()
-    config.hook.pytest_xla_register_backends(registry=registry)
-    config.hook.pytest_xla_register_models(register=zoo.register_model)
-    config.hook.pytest_xla_register_patches(register=patches.register_patch)
+    for hook, found in ((config.hook.pytest_xla_register_backends, registry),
+                        (config.hook.pytest_xla_register_models, zoo.MODELS),
+                        (config.hook.pytest_xla_register_patches, patches.PATCHES)):
+        hook(registry=found, register=found.register)  # one form for the three kinds (hookspecs.py)
     xcfg = _config.resolve(config, backends=registry.names(), backend_aliases=registry.aliases,
                            models=zoo.model_names(), patches=patches.patch_names(),
                            collections={c: zoo.models_in([c]) for c in zoo.collection_names()})

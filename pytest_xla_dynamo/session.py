@@ -128,7 +128,7 @@ class XlaSession:
         """Store ``record`` for the session and attach it to the test report (``user_properties``)."""
         record.nodeid = record.nodeid or item.nodeid
         self.store.add(record)
-        item.user_properties.append((RECORD_PROPERTY.format(suite=record.suite), json.dumps(record.to_dict())))
+        item.user_properties.append((RECORD_PROPERTY.format(suite=record.suite), json.dumps(record.to_json())))
         for prop in ("status", "speedup", "compilation_latency", "unique_graphs", "graph_breaks", "fallbacks"):
             value = getattr(record, prop)
             if value is not None:
@@ -138,7 +138,7 @@ class XlaSession:
     def merge_worker_output(self, worker: str, output: dict[str, Any]) -> None:
         """Take in what a worker sent (:meth:`worker_output`)."""
         records = output.get("records") or []
-        self.store.extend(CaseRecord.from_dict(d) for d in records)
+        self.store.extend(CaseRecord.from_json(d) for d in records)
         self.worker_records[worker] = len(records)
         if isinstance(output.get("peak_rss_kb"), int):
             self.worker_peaks[worker] = output["peak_rss_kb"]
@@ -150,7 +150,7 @@ class XlaSession:
         """What a worker sends to the controller at the end of its session."""
         from pytest_xla_dynamo.timing.memory import process_peak_kb
 
-        return {"records": [r.to_dict() for r in self.store],
+        return {"records": [r.to_json() for r in self.store],
                 "shard": list(self.shard_counts) if self.shard_counts else None, "peak_rss_kb": process_peak_kb()}
 
     @pytest.hookimpl(tryfirst=True)

@@ -17,7 +17,16 @@ from typing import Any
 
 from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.gating.expected import CaseRow
-from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.records import (
+    Attempt,
+    CaseRecord,
+    Interference,
+    MemoryFigures,
+    TimingContext,
+    TimingFigures,
+    TimingRuns,
+    TimingStats,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -78,6 +87,19 @@ def timing_record(name: str, backend: str, mode: str, speedup: float | None, **k
     kw.setdefault("iterations_per_run", 1)
     kw.setdefault("repeat", 5)
     return CaseRecord(suite="timing", name=name, backend=backend, mode=mode, speedup=speedup, **kw)
+
+
+def timing_figures(reasons: tuple[str, ...] = (), **memory: Any) -> TimingFigures:
+    """A measured case's timing figures (1 iteration per run, repeat 2, one thread), its last attempt disturbed for
+    ``reasons``; ``memory``: the memory columns."""
+    context = TimingContext(1, 2, 1, {"threads": 1, "choice": "1", "cores": 2, "xla": "PJRT_NPROC=1", "torch": 1},
+                            "--xla-baseline-backend")
+    runs = TimingRuns("perf_counter loop", [2.0, 2.5], [4.0, 5.0], [2.0, 2.5], [4.0, 5.0], [9.5, 0.2], [0.3, 0.1],
+                      9.5, 0, 0, 0.5)
+    attempt = Attempt(0.5, 1.0, 1.0, 0.0, 0.0, list(reasons))
+    stats = TimingStats("median", 0.2, 2.0, 4.0, 1.0, 1.0, Interference([attempt]),
+                        MemoryFigures({"backend": "eager"}, {"backend": "trace_once"}, **memory))
+    return TimingFigures(context, runs, stats)
 
 
 def parity_record(name: str, backend: str, mode: str, status: str = "pass", **kw: Any) -> CaseRecord:

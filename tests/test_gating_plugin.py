@@ -20,6 +20,7 @@ import pytest
 from sample_data import umask
 
 from pytest_xla_dynamo.gating.expected import COLUMNS
+from pytest_xla_dynamo.records import ParityFigures
 from pytest_xla_dynamo.workers import cpu_isa
 
 pytest_plugins = ["pytester"]
@@ -29,7 +30,7 @@ OLD_HEADER = ",".join(c for c in COLUMNS if c != "graph_status")  # files writte
 
 RECORDING_TESTS = '''
 import pytest
-from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.records import CaseRecord, ParityFigures
 from pytest_xla_dynamo.session import get_session
 
 CASES = {cases!r}
@@ -154,7 +155,8 @@ def test_regression_fails_the_session_under_xdist(pytester: pytest.Pytester) -> 
 
 IMPROVED_CASES = [
     _case("m_imp", _parity("pass")),
-    _case("m_vote", _parity("fail_accuracy", flaky=True, extra={"runs": ["fail_accuracy", "pass", "fail_accuracy"]})),
+    _case("m_vote", _parity("fail_accuracy", flaky=True,
+                            parity=ParityFigures(runs=["fail_accuracy", "pass", "fail_accuracy"]))),
     _case("m_col", _parity("pass")),
     _case("m_fewer", _parity("pass"), _graphs(0, fallbacks=1)),
     _case("m_xfail", _parity("fail_to_run")),

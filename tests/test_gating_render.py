@@ -11,6 +11,7 @@ from pytest_xla_dynamo.gating.expected import COLUMNS, parse_expected
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines, verdict_line
 from pytest_xla_dynamo.gating.rules import compare
 from pytest_xla_dynamo.gating.run import cases_from_records
+from pytest_xla_dynamo.records import ParityFigures
 
 HEADER = ",".join(COLUMNS)
 
@@ -26,7 +27,8 @@ def test_markdown_lists_regressions_first_with_repro() -> None:
     run = cases_from_records([
         rec("parity", "a", backend="b", status="fail_accuracy", repro="pytest suites/t.py::t[a-b] --xla-backend=b",
             message="step 1, grad fc.weight: max abs err 3e-2 > atol 1e-4\nSECOND-LINE"),
-        rec("parity", "z", backend="b", status="pass", flaky=True, extra={"runs": ["pass", "pass", "fail_to_run"]}),
+        rec("parity", "z", backend="b", status="pass", flaky=True,
+            parity=ParityFigures(runs=["pass", "pass", "fail_to_run"])),
     ])
     result = compare(expected, run)
     text = render_markdown(result, run, expected_path=Path("e.csv"), repro_prefix="python -m pytest_xla_dynamo")

@@ -12,7 +12,7 @@ from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating import rules as r
 from pytest_xla_dynamo.gating.expected import COLUMNS, parse_expected
 from pytest_xla_dynamo.gating.run import cases_from_records, timing_from_records
-from pytest_xla_dynamo.records import vote
+from pytest_xla_dynamo.records import ParityFigures, vote
 
 HEADER = ",".join(COLUMNS)
 
@@ -185,7 +185,8 @@ def test_compare_without_expected_file_runs_only_the_speedup_gate() -> None:
 
 def test_flaky_vote_is_shown_on_an_unchanged_status() -> None:
     expected = parse_expected(f"{HEADER}\nm,trace_once,train,pass,,,,,,\n")
-    run = cases_from_records([rec("parity", "m", status="pass", flaky=True, extra={"runs": ["pass", "fail_to_run"]})])
+    run = cases_from_records([rec("parity", "m", status="pass", flaky=True,
+                                  parity=ParityFigures(runs=["pass", "fail_to_run"]))])
     (verdict,) = r.compare(expected, run).verdicts
     assert verdict.label == lb.PASS and verdict.flaky
     assert verdict.findings[0].detail == "status pass (flaky vote: pass, fail_to_run)"

@@ -10,6 +10,7 @@ from sample_data import gating_record as rec
 
 from pytest_xla_dynamo.gating.expected import ExpectedFileError
 from pytest_xla_dynamo.gating.run import cases_from_records, read_timing_baseline, timing_from_records
+from pytest_xla_dynamo.records import ParityFigures
 
 
 def test_cases_from_records_merges_parity_and_graphs() -> None:
@@ -20,7 +21,8 @@ def test_cases_from_records_merges_parity_and_graphs() -> None:
         rec("graphs", "m", graph_breaks=3, unique_graphs=1),
         rec("timing", "m", speedup=1.2),
         rec("timing", "t", speedup=1.2),  # timing only: not a row of the expected file
-        rec("parity", "m", mode="infer", status="pass", flaky=True, extra={"runs": ["pass", "fail_accuracy"]}),
+        rec("parity", "m", mode="infer", status="pass", flaky=True,
+            parity=ParityFigures(runs=["pass", "fail_accuracy"])),
     ])
     assert set(cases) == {("m", "trace_once", "train"), ("m", "trace_once", "infer")}
     train = cases[("m", "trace_once", "train")]

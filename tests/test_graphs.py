@@ -277,7 +277,7 @@ def pytest_xla_register_models(register):
 
 def pytest_sessionfinish(session):
     if get_session(session.config).reports_here:
-        records = [r.to_dict() for r in get_session(session.config).store if r.suite == "graphs"]
+        records = [r.to_json() for r in get_session(session.config).store if r.suite == "graphs"]
         (session.config.rootpath / "records.json").write_text(json.dumps(records))
 '''
 

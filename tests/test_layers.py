@@ -1,6 +1,7 @@
 """The package's layers, read from its own imports (module level, under ``TYPE_CHECKING`` and inside functions
 alike, parsed with :mod:`ast`): no import cycle, at most two imports from a lower layer up to a higher one, a
-core that imports nothing of the plugin layers nor of pytest, and a package root of at most 16 modules.
+core that imports nothing of the plugin layers nor of pytest, and a package root of at most 16 modules. Also
+its shape: no function longer than 60 lines, and CONTRIBUTING.md's module map a line per module of the tree.
 
 A newcomer placing a module: see CONTRIBUTING.md's map; a module of a new subpackage takes its layer from
 :data:`LAYERS` (add the subpackage there)."""
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 #: bottom to top: each name is a module or subpackage of the package (its submodules go with it)
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("zoo", "fileio", "versions")),
+    ("base", ("zoo", "fileio", "versions", "registries")),
     ("core", ("core",)),
     ("settings", ("launch", "options", "activation", "hookspecs", "config", "records", "repro", "markers")),
     ("plugins", ("session", "collection", "workers", "timing", "graphs", "parity", "triage", "known_issues",
@@ -27,6 +28,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 PLUGIN_MACHINERY = ("pytest", "_pytest", "pluggy", "xdist")
 MAX_UPWARD = 2
 MAX_ROOT_MODULES = 16
+#: the longest a function may be: from its ``def`` to its last line, docstring included
+MAX_FUNCTION_LINES = 60
+#: functions allowed to be longer ("module.qualified_name" -> why); none today
+LONG_FUNCTIONS: dict[str, str] = {}
+CONTRIBUTING = ROOT.parent / "CONTRIBUTING.md"
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
@@ -168,3 +174,70 @@ def test_the_core_imports_no_plugin_layer_and_no_pytest() -> None:
 def test_the_package_root_holds_few_modules() -> None:
     root = sorted(p.name for p in ROOT.glob("*.py"))
     assert len(root) <= MAX_ROOT_MODULES, root
+
+
+# --- the package's shape ------------------------------------------------------------------------------
+
+
+def function_lengths(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, int]]:
+    """``(qualified name, lines)`` of every function and method in ``tree``, nested ones too."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = f"{prefix}{node.name}"
+            if not isinstance(node, ast.ClassDef):
+                yield name, (node.end_lineno or node.lineno) - node.lineno + 1
+            yield from function_lengths(node, name + ".")
+        else:
+            yield from function_lengths(node, prefix)
+
+
+def long_functions(limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:
+    """``{"module.function": lines}`` of the package's functions longer than ``limit`` lines."""
+    return {f"{module}.{name}": lines for module, path in module_files().items()
+            for name, lines in function_lengths(ast.parse(path.read_text(), str(path))) if lines > limit}
+
+
+def test_the_length_check_finds_a_long_function() -> None:
+    body = "".join(f"        x = {i}\n" for i in range(59))
+    source = "class A:\n    def short(self):\n        pass\n\n    def long(self):\n" + body + "        return x\n"
+    assert dict(function_lengths(ast.parse(source))) == {"A.short": 2, "A.long": 61}
+
+
+def test_no_function_is_longer_than_60_lines() -> None:
+    found = long_functions()
+    assert {name: lines for name, lines in found.items() if name not in LONG_FUNCTIONS} == {}
+    assert set(LONG_FUNCTIONS) <= set(found), "an exception that is no longer long: take it off LONG_FUNCTIONS"
+
+
+def contributing_map(text: str) -> set[str]:
+    """The package's paths CONTRIBUTING.md's layout block names (``parity/compare.py``, ``parity/``, ...)."""
+    block = text.split("```\n" + PACKAGE + "/\n", 1)[1].split("```", 1)[0]
+    found: set[str] = set()
+    folder = ""
+    for line in block.splitlines():
+        entry = line.strip().split(" ", 1)[0]
+        indent = len(line) - len(line.lstrip())
+        if not entry or entry.startswith("#") or indent not in (2, 4) or not (entry.endswith((".py", "/", ".toml"))):
+            continue
+        if indent == 2:
+            folder = entry if entry.endswith("/") else ""
+            found.add(entry)
+        else:
+            found.add(folder + entry)
+    return found
+
+
+def tree_paths() -> set[str]:
+    """The package's modules and subpackages as the map names them (a subpackage stands for its ``__init__``)."""
+    paths = set()
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        paths.add(relative.rsplit("/", 1)[0] + "/" if relative.endswith("/__init__.py") else relative)
+    return paths
+
+
+def test_the_module_map_has_a_line_per_module() -> None:
+    listed = {p for p in contributing_map(CONTRIBUTING.read_text()) if not p.endswith(".toml")}
+    tree = tree_paths()
+    assert tree - listed == set(), "modules CONTRIBUTING.md's map does not list"
+    assert listed - tree == set(), "lines of CONTRIBUTING.md's map whose module is gone"

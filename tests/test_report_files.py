@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sample_data import EXPECTED_HEADER, PNG_MAGIC, SET, earlier_set, parity_record, sample_records, umask
+from sample_data import (
+    EXPECTED_HEADER,
+    PNG_MAGIC,
+    SET,
+    earlier_set,
+    parity_record,
+    sample_records,
+    timing_figures,
+    umask,
+)
 
 from pytest_xla_dynamo import report
 from pytest_xla_dynamo.config import XlaConfig
@@ -67,14 +76,18 @@ def test_csv_header_and_round_trip(records: list[CaseRecord], tmp_path: Path) ->
         "alexnet", "fail_to_run", "", "")
 
 
-def test_csv_extra_columns_and_computed_speedup(tmp_path: Path) -> None:
+def test_csv_memory_columns_and_computed_speedup(tmp_path: Path) -> None:
+    """The peak memories come from the timing figures, ``fallbacks_to_eager`` is the record's ``fallbacks``, the
+    autograd counters (no suite counts them) are empty."""
     rec = CaseRecord(suite="timing", name="m", backend="b", mode="infer", abs_latency=4.0, baseline_latency=6.0,
-                     extra={"eager_peak_mem": 1.25, "autograd_compiles": 0, "fallbacks_to_eager": 7}, fallbacks=1)
+                     timing=timing_figures(eager_peak_mem=1.25, dynamo_peak_mem=0.5, compression_ratio=2.5),
+                     fallbacks=1)
     with report.write_csv([rec], tmp_path / "x.csv").open(newline="") as f:
         (row,) = list(csv.DictReader(f))
     assert float(row["speedup"]) == pytest.approx(1.5)
-    assert row["eager_peak_mem"] == "1.250000" and row["autograd_compiles"] == "0"
-    assert row["fallbacks_to_eager"] == "7"
+    assert row["eager_peak_mem"] == "1.250000" and row["dynamo_peak_mem"] == "0.500000"
+    assert row["compression_ratio"] == "2.500000"
+    assert row["fallbacks_to_eager"] == "1" and row["autograd_compiles"] == row["autograd_captures"] == ""
 
 
 # --- json lines ----------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import pytest
 from sample_data import parity_record, sample_records, table_rows, timing_record
 
 from pytest_xla_dynamo import report
-from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.core.capture import Capture
+from pytest_xla_dynamo.records import CaseRecord, ParityFigures, TriageNote
 from pytest_xla_dynamo.report import tables
 
 
@@ -135,13 +136,16 @@ def test_status_counts_xpass() -> None:
         "pass (xpass x/y#1)"]
 
 
+PARTIAL = Capture(unique_graphs=1, calls_captured=1, graph_breaks={"a break": 1})
+
+
 def test_status_table_not_captured_and_partial_capture() -> None:
     """A dynamo pass that captured nothing is counted apart (neither pass nor fail); a partial capture and an
     ill-conditioned failure are noted."""
     recs = [parity_record("lstm", "trace_once", "train", "pass_not_captured"),
             parity_record("flip", "trace_once", "train", "fail_accuracy",
-                          extra={"triage": {"classification": "ill_conditioned"}}),
-            parity_record("mlp", "trace_once", "train", extra={"capture": {"partial": True}}),
+                          parity=ParityFigures(triage=TriageNote({"classification": "ill_conditioned"}))),
+            parity_record("mlp", "trace_once", "train", parity=ParityFigures(capture=PARTIAL)),
             parity_record("cnn", "trace_once", "train")]
     table = report.status_table(recs)
     rows = table_rows(table)

@@ -88,7 +88,7 @@ def test_a_dead_workers_records_come_from_its_test_reports(monkeypatch: pytest.M
     controller = _session(monkeypatch)
     hooks = XdistHooks(controller)
     record = CaseRecord(suite="parity", name="m", backend="b", mode="train", status="pass")
-    props = [("xla_parity", json.dumps(record.to_dict())), ("xla_status", "pass"), ("xla_other", "{not json")]
+    props = [("xla_parity", json.dumps(record.to_json())), ("xla_status", "pass"), ("xla_other", "{not json")]
     dead = SimpleNamespace(workerinput={"workerid": "gw0"})
     for when in ("setup", "call", "teardown"):  # only the last report counts: no duplicates
         hooks.pytest_runtest_logreport(SimpleNamespace(node=dead, when=when, user_properties=props))  # type: ignore[arg-type]

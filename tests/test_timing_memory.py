@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from pytest_xla_dynamo.core.backends import BUILTIN_BACKENDS
+from pytest_xla_dynamo.records import MemoryFigures
 from pytest_xla_dynamo.timing.memory import (
     CPU_REASON,
     GB,
@@ -18,7 +19,7 @@ from pytest_xla_dynamo.timing.memory import (
     SHARED_PEAK,
     columns_of,
     device_memory,
-    memory_columns,
+    memory_figures,
     side_peak,
 )
 
@@ -27,31 +28,38 @@ EAGER, ONCE, EVERY = BACKENDS["eager"], BACKENDS["trace_once"], BACKENDS["trace_
 TPU_INFO = {"bytes_used": 1_000, "bytes_limit": 16 * 10**9, "peak_bytes_used": 3 * 10**9}
 
 
+def columns(memory: MemoryFigures) -> dict[str, float]:
+    """The CSV columns ``memory`` fills."""
+    found = {"eager_peak_mem": memory.eager_peak_mem, "dynamo_peak_mem": memory.dynamo_peak_mem,
+             "compression_ratio": memory.compression_ratio}
+    return {k: v for k, v in found.items() if v is not None}
+
+
 def test_cpu_has_no_per_case_peak_and_says_why() -> None:
     assert device_memory(EAGER) == {}
-    columns, info = memory_columns(EAGER, BACKENDS["inductor"], {}, {}, isolated=True)
-    assert columns == {}
-    assert info["empty"] == f"eager_peak_mem: {CPU_REASON}; dynamo_peak_mem: {CPU_REASON}"
-    assert info["baseline"] == {"backend": "eager"} and info["backend"] == {"backend": "inductor"}
+    info = memory_figures(EAGER, BACKENDS["inductor"], {}, {}, isolated=True)
+    assert columns(info) == {}
+    assert info.empty == f"eager_peak_mem: {CPU_REASON}; dynamo_peak_mem: {CPU_REASON}"
+    assert info.baseline == {"backend": "eager"} and info.backend == {"backend": "inductor"}
 
 
 def test_xla_cpu_reports_no_allocator_stats() -> None:
     error = {"error": "RuntimeError: Bad StatusOr access: UNIMPLEMENTED: GetAllocatorStats is not supported"}
-    columns, info = memory_columns(EAGER, ONCE, {}, error, isolated=False)
-    assert columns == {}
-    assert "dynamo_peak_mem: the XLA device reports no peak memory (RuntimeError: " in info["empty"]
-    assert info["backend"]["error"] == error["error"]
+    info = memory_figures(EAGER, ONCE, {}, error, isolated=False)
+    assert columns(info) == {}
+    assert "dynamo_peak_mem: the XLA device reports no peak memory (RuntimeError: " in (info.empty or "")
+    assert info.backend["error"] == error["error"]
 
 
 def test_a_device_peak_counts_only_in_an_isolated_child_and_not_when_the_sides_share_the_device() -> None:
-    columns, info = memory_columns(EAGER, ONCE, {}, TPU_INFO, isolated=False)
-    assert columns == {} and f"dynamo_peak_mem: {SHARED_PEAK}" in info["empty"]
-    columns, info = memory_columns(EAGER, ONCE, {}, TPU_INFO, isolated=True)
-    assert columns == {"dynamo_peak_mem": pytest.approx(3.0)}  # GB, as the harness's CSV
-    assert info["empty"] == f"eager_peak_mem: {CPU_REASON}"
-    assert info["backend"]["peak_bytes_used"] == 3 * 10**9
-    columns, info = memory_columns(EVERY, ONCE, TPU_INFO, TPU_INFO, isolated=True)
-    assert columns == {} and info["empty"] == f"eager_peak_mem: {SAME_DEVICE}; dynamo_peak_mem: {SAME_DEVICE}"
+    info = memory_figures(EAGER, ONCE, {}, TPU_INFO, isolated=False)
+    assert columns(info) == {} and f"dynamo_peak_mem: {SHARED_PEAK}" in (info.empty or "")
+    info = memory_figures(EAGER, ONCE, {}, TPU_INFO, isolated=True)
+    assert columns(info) == {"dynamo_peak_mem": pytest.approx(3.0)}  # GB, as the harness's CSV
+    assert info.empty == f"eager_peak_mem: {CPU_REASON}"
+    assert info.backend["peak_bytes_used"] == 3 * 10**9
+    info = memory_figures(EVERY, ONCE, TPU_INFO, TPU_INFO, isolated=True)
+    assert columns(info) == {} and info.empty == f"eager_peak_mem: {SAME_DEVICE}; dynamo_peak_mem: {SAME_DEVICE}"
 
 
 def test_compression_ratio_is_eager_peak_over_dynamo_peak_when_both_exist() -> None:

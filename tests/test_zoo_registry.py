@@ -17,7 +17,7 @@ from pytest_xla_dynamo.zoo import registry
 
 @pytest.fixture(autouse=True)
 def _restore_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry.MODELS, "_items", dict(registry.MODELS._items))
     yield
 
 

@@ -4,9 +4,11 @@ Built in: ``trace_once`` (``torch.compile(backend="openxla")`` on the XLA device
 (lazy tensors on the XLA device, no dynamo), ``trace_everytime_split`` (the same, synced after
 the forward and the backward: trace_once's graph cuts without dynamo), ``eager`` (CPU, the reference
 and timing baseline), and peers ``openxla_eval`` (inference only), ``inductor`` and ``aot_eager``
-(CPU). The seed's names are aliases. Downstream projects add backends with the
-``pytest_xla_register_backends`` hook or the ``pytest_xla_dynamo.backends`` entry point group (an
-entry point names a :class:`Backend` or a callable returning an iterable of them). Defining backends imports no torch.
+(CPU). The seed's names are aliases. They are the process's :data:`BACKENDS` (a
+:class:`~pytest_xla_dynamo.registries.NamedRegistry`, the style every extension point has); downstream projects
+add backends with the ``pytest_xla_register_backends`` hook or the ``pytest_xla_dynamo.backends`` entry point
+group (an entry point names a :class:`Backend` or a callable returning an iterable of them). Defining backends
+imports no torch.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+
+from pytest_xla_dynamo.registries import NamedRegistry
 
 if TYPE_CHECKING:
     import torch
@@ -114,29 +119,18 @@ SEED_ALIAS_NOTE = ("{alias!r} is the seed's name (removed from torch in 2024); r
                    "(torch.compile backend 'openxla')")
 
 
-class BackendRegistry:
+class BackendRegistry(NamedRegistry[Backend]):
     """Backends by name, in registration order, with their aliases."""
 
     def __init__(self, backends: Iterable[Backend] = ()) -> None:
-        self._backends: dict[str, Backend] = {}
         self._aliases: dict[str, str] = {}
-        for backend in backends:
-            self.register(backend)
+        super().__init__("backend", Backend, backends)
 
     def register(self, backend: Backend, *, replace: bool = False) -> None:
-        """Add ``backend``; a second one of the same name is an error unless ``replace``."""
-        if not isinstance(backend, Backend):
-            raise TypeError(f"expected a pytest_xla_dynamo.core.backends.Backend, got {backend!r}")
-        if backend.name in self._backends and not replace:
-            if self._backends[backend.name] == backend:
-                return
-            raise ValueError(f"backend {backend.name!r} is already registered")
-        self._backends[backend.name] = backend
+        """Add ``backend``; another one of the same name is an error unless ``replace``."""
+        super().register(backend, replace=replace)
         for alias in backend.aliases:
             self._aliases[alias] = backend.name
-
-    def names(self) -> list[str]:
-        return list(self._backends)
 
     @property
     def aliases(self) -> dict[str, str]:
@@ -144,14 +138,15 @@ class BackendRegistry:
 
     def get(self, name: str) -> Backend:
         """The backend called ``name`` (or one of its aliases); KeyError names the valid ones."""
-        name = self._aliases.get(name, name)
-        try:
-            return self._backends[name]
-        except KeyError:
-            raise KeyError(f"unknown backend {name!r}; valid: {', '.join(self.names())}") from None
+        return super().get(self._aliases.get(name, name))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._backends or name in self._aliases
+        return super().__contains__(name) or name in self._aliases
+
+
+#: the process's backends: the built-ins, the entry points' (read at the first :func:`default_registry`) and a
+#: project's (``pytest_xla_register_backends``)
+BACKENDS = BackendRegistry(BUILTIN_BACKENDS)
 
 
 def entry_point_backends() -> list[Backend]:
@@ -170,6 +165,13 @@ def entry_point_backends() -> list[Backend]:
     return found
 
 
+@cache
+def _register_entry_points() -> None:
+    for backend in entry_point_backends():
+        BACKENDS.register(backend)
+
+
 def default_registry() -> BackendRegistry:
-    """The built-in backends plus the entry-point ones."""
-    return BackendRegistry([*BUILTIN_BACKENDS, *entry_point_backends()])
+    """The process's backends (:data:`BACKENDS`): the built-ins plus the entry-point ones."""
+    _register_entry_points()
+    return BACKENDS

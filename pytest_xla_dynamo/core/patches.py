@@ -3,8 +3,9 @@
 A patch works at two levels: at class level, models built while it is active get the replacement
 (``torch.nn.MaxPool2d`` is swapped in the ``torch.nn`` namespace); at instance level, an existing
 model's submodules are swapped in place. Both are undone on exit, also when the body raises.
-Built in: ``maxpool_to_avgpool`` and ``dropout_to_identity``. Register more with
-:func:`register_patch` or the ``pytest_xla_register_patches`` hook. No torch at import, no pytest: a test's
+Built in: ``maxpool_to_avgpool`` and ``dropout_to_identity``, in :data:`PATCHES` (the process's
+:class:`~pytest_xla_dynamo.registries.NamedRegistry` of patches). Register more with :func:`register_patch` or
+the ``pytest_xla_register_patches`` hook. No torch at import, no pytest: a test's
 patches are activated by :func:`pytest_xla_dynamo.markers.for_test`.
 """
 
@@ -16,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
+
+from pytest_xla_dynamo.registries import NamedRegistry
 
 if TYPE_CHECKING:
     import torch
@@ -39,25 +42,22 @@ class UnknownPatchError(ValueError):
     pass
 
 
-_PATCHES: dict[str, Patch] = {}
+#: the process's patches: the built-ins below and a project's (``pytest_xla_register_patches``)
+PATCHES: NamedRegistry[Patch] = NamedRegistry(
+    "patch", Patch, unknown=lambda name, valid: UnknownPatchError(f"unknown patch {name!r}; valid: {', '.join(valid)}"))
 
 
 def register_patch(patch: Patch, *, replace: bool = False) -> None:
-    """Add a patch to the registry (ValueError on a duplicate name unless ``replace``)."""
-    if patch.name in _PATCHES and not replace and _PATCHES[patch.name] is not patch:
-        raise ValueError(f"patch {patch.name!r} is already registered")
-    _PATCHES[patch.name] = patch
+    """Add a patch to the registry (ValueError when another patch has the name, unless ``replace``)."""
+    PATCHES.register(patch, replace=replace)
 
 
 def patch_names() -> list[str]:
-    return list(_PATCHES)
+    return PATCHES.names()
 
 
 def get_patch(name: str) -> Patch:
-    try:
-        return _PATCHES[name]
-    except KeyError:
-        raise UnknownPatchError(f"unknown patch {name!r}; valid: {', '.join(_PATCHES)}") from None
+    return PATCHES.get(name)
 
 
 # --- maxpool_to_avgpool ----------------------------------------------------------------------------

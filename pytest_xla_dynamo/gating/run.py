@@ -77,15 +77,14 @@ def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
         if record.suite == "parity":
             statuses.setdefault(record.key, []).append(record.status)
             case.row.flaky = case.row.flaky or bool(record.flaky)
-            runs = record.extra.get("runs") if isinstance(record.extra, dict) else None
-            if isinstance(runs, list):
-                case.runs.extend(str(r) for r in runs)
+            if record.parity is not None:
+                case.runs.extend(record.parity.runs)
             if record.status not in PASSING and record.key not in failing_seen:
                 failing_seen.add(record.key)  # the repro of the first failing record of the case
                 case.status_repro = repro_of(record)
                 case.message = record.message
-                triage = record.extra.get("triage") if isinstance(record.extra, dict) else None
-                case.triage = str(triage.get("line", "")) if isinstance(triage, dict) else ""
+                triage = record.parity.triage if record.parity is not None else None
+                case.triage = triage.line if triage is not None else ""
             elif not case.status_repro:
                 case.status_repro = repro_of(record)
         else:
@@ -112,8 +111,8 @@ def unreliable_reason(record: CaseRecord) -> str:
     """Why an ``unreliable`` timing record is not trusted (its interference reasons); "" for any other."""
     if record.status != UNRELIABLE:
         return ""
-    found = record.extra.get("interference", {}) if isinstance(record.extra, dict) else {}
-    reasons = found.get("reasons") if isinstance(found, dict) else None
+    stats = record.timing.stats if record.timing is not None else None
+    reasons = stats.interference.reasons if stats is not None else None
     return "; ".join(str(r) for r in reasons) if reasons else (record.message or UNRELIABLE)
 
 

@@ -20,7 +20,7 @@ from pytest_xla_dynamo.core.capture import Capture
 from pytest_xla_dynamo.core.stages import Where, mark
 from pytest_xla_dynamo.graphs.signature import STEADY_STEPS, build_signature, conformance_problems, recompiles
 from pytest_xla_dynamo.graphs.snapshots import compare, snapshot_missing, snapshot_stem
-from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.records import CaseRecord, GraphFigures
 from pytest_xla_dynamo.session import CaseCheck, XlaSession
 
 if TYPE_CHECKING:
@@ -150,9 +150,8 @@ class GraphCheck(CaseCheck):
             error = GraphSignatureError(snapshot_failure)
         message = str(error).splitlines()[0] if error is not None else ""
         self._record(spec, backend, mode, "pass" if error is None else "fail_graph", message, repro,
-                     extra={"signature": signature, **({"capture": capture.to_dict()} if capture else {}),
-                            "warmup_compile_time_count": [s.count("CompileTime") for s in warmup],
-                            "warmup_uncached_compile": [s.count("UncachedCompile") for s in warmup]},
+                     graphs=GraphFigures(signature, capture, [s.count("CompileTime") for s in warmup],
+                                         [s.count("UncachedCompile") for s in warmup]),
                      **_record_fields(case, signature, steady))
         if error is not None:
             extra = f"\n{snapshot_failure}" if snapshot_failure is not None and not isinstance(

@@ -24,7 +24,7 @@ from pytest_xla_dynamo.parity import plain_math
 from pytest_xla_dynamo.parity.compare import Tolerance, tolerance_for
 from pytest_xla_dynamo.parity.plain_math import FastPathCheck, check_fast_path
 from pytest_xla_dynamo.parity.run import PARITY_PHASE, EagerError, ParityError, ParityResult, run
-from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.records import CaseRecord, ParityFigures, TriageNote
 from pytest_xla_dynamo.session import CaseCheck, XlaSession
 from pytest_xla_dynamo.triage import Triage, Where, for_item, remember, wants_deep_triage
 
@@ -147,15 +147,14 @@ class XlaParity(CaseCheck):
         applied = applied_issue(self.item)
         declared = applied if applied is not None and applied.action == "xfail" else None
         repro = self._repro(backend, registry_off=declared is not None)
-        extra: dict[str, Any] = {"tolerance": result.tolerance.describe(), "runs": result.runs,
-                                 "tensor": result.tensor, "max_abs_err": result.max_abs_err, "step": result.step,
-                                 "compile_seconds": result.compile_seconds}
+        figures = ParityFigures(result.tolerance.describe(), result.runs, result.tensor, result.max_abs_err,
+                                result.step, result.compile_seconds)
         error = None if result.ok else self._error(result, repro)
-        figures: dict[str, Any] = {}
+        counts: dict[str, Any] = {}
         if capture is not None:  # a pass that compiled nothing is not a plain pass (records.NOT_CAPTURED)
-            extra["capture"] = capture.to_dict()
-            figures = {"calls_captured": capture.calls_captured, "unique_graphs": capture.unique_graphs,
-                       "graph_breaks": sum(capture.graph_breaks.values())}
+            figures.capture = capture
+            counts = {"calls_captured": capture.calls_captured, "unique_graphs": capture.unique_graphs,
+                      "graph_breaks": sum(capture.graph_breaks.values())}
             status = parity_status(result.status, capture)
             if status != result.status:
                 result = dataclasses.replace(result, status=status, message=capture.describe())
@@ -164,13 +163,13 @@ class XlaParity(CaseCheck):
         if error is not None and xcfg.triage != "off":
             triage = self._triage(spec, backend, mode, result, repro, error)
             remember(self.item, triage)
-            extra["triage"] = triage.to_dict()
+            figures.triage = TriageNote(triage.to_dict())
         if result.divergences:
-            extra["divergences"] = [d.to_dict() for d in result.divergences[:MAX_RECORDED_DIVERGENCES]]
-            extra["divergences_total"] = len(result.divergences)
+            figures.divergences = [d.to_dict() for d in result.divergences[:MAX_RECORDED_DIVERGENCES]]
+            figures.divergences_total = len(result.divergences)
         self.session.record(self.item, CaseRecord(
             **self._fields(spec, backend, mode, repro), status=result.status, message=result.message,
-            flaky=result.flaky, compiles=result.compiles, known_issue=known, extra=extra, **figures))
+            flaky=result.flaky, compiles=result.compiles, known_issue=known, parity=figures, **counts))
         if check and error is not None:
             raise error  # for a case that did not run, the real error, so strict xfail raises= can match it
         return result

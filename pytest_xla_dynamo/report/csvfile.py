@@ -4,8 +4,9 @@ The harness's columns (:data:`HARNESS_COLUMNS`, in its order) followed by ours (
 A value that was not measured is an empty cell (the harness writes 0 for counters it did not read; an
 empty cell keeps "not measured" apart from a real 0). Floats carry 6 decimals, as the harness writes
 them. ``fallbacks_to_eager`` holds the record's ``fallbacks`` (ops that left the XLA graph for a CPU
-``aten::`` fallback) unless ``extra`` names ``fallbacks_to_eager`` itself; ``compression_ratio``, the
-peak memories and the autograd counters come from ``extra`` when a suite measured them.
+``aten::`` fallback); ``compression_ratio`` and the peak memories come from a timing record's
+:class:`~pytest_xla_dynamo.records.MemoryFigures` where the device gave an honest figure; no suite counts
+the autograd columns (always empty).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from pytest_xla_dynamo.fileio import atomic_write
 from pytest_xla_dynamo.records import CaseRecord
-from pytest_xla_dynamo.report.tables import record_speedup, record_value
+from pytest_xla_dynamo.report.tables import record_speedup
 
 # pytorch benchmarks/dynamo/common.py, performance CSV (--performance), in its order.
 HARNESS_COLUMNS = (
@@ -41,16 +42,24 @@ def csv_value(value: Any) -> Any:
     return value
 
 
+#: the columns that are not the record's field of the same name
+MEMORY_COLUMNS = ("compression_ratio", "eager_peak_mem", "dynamo_peak_mem")
+
+
 def csv_row(record: CaseRecord) -> dict[str, Any]:
     """The CSV row of one record (see the module docstring for what fills each column)."""
+    stats = record.timing.stats if record.timing is not None else None
     row: dict[str, Any] = {}
     for column in CSV_COLUMNS:
+        value: Any
         if column == "fallbacks_to_eager":
-            value = record.extra.get(column, record.fallbacks)
+            value = record.fallbacks
         elif column == "speedup":
             value = record_speedup(record)
+        elif column in MEMORY_COLUMNS:
+            value = getattr(stats.memory, column) if stats is not None else None
         else:
-            value = record_value(record, column)
+            value = getattr(record, column, None)  # None: a harness column no suite measures
         row[column] = csv_value(value)
     return row
 

@@ -1,10 +1,10 @@
 """The JSON Lines report (one record per line, each with the environment it ran in) and its reader.
 
-As torch_xla's ``experiment_runner``: every line is a whole record (:meth:`CaseRecord.to_dict`) plus an
+As torch_xla's ``experiment_runner``: every line is a whole record (:meth:`CaseRecord.to_json`) plus an
 ``environment`` object (:func:`environment_info`: versions, PJRT device, thread variables, the timing
 options, the CPU and its instruction-set cap, the machine). :func:`read_json` reads such a file back (a
 stored timing baseline, a shard merged), strictly: UTF-8 text, one JSON object per line, each field of the
-type :class:`CaseRecord` declares (:func:`field_problem`), a ValueError naming the file and line otherwise.
+type :class:`CaseRecord` declares (:meth:`CaseRecord.from_json`), a ValueError naming the file and line otherwise.
 No torch: versions come from the installed metadata (:func:`pytest_xla_dynamo.versions.installed`).
 """
 
@@ -16,14 +16,13 @@ import platform
 import socket
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import MISSING, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.fileio import atomic_write, read_text
-from pytest_xla_dynamo.records import CaseRecord
+from pytest_xla_dynamo.records import CaseRecord, RecordError
 from pytest_xla_dynamo.timing.threads import budget_environment
 from pytest_xla_dynamo.versions import installed
 from pytest_xla_dynamo.workers.cpu_isa import isa_environment
@@ -71,7 +70,7 @@ def write_json(records: Iterable[CaseRecord], path: str | os.PathLike[str],
     env = environment if environment is not None else environment_info()
     with atomic_write(path) as f:
         for record in records:
-            f.write(json.dumps({**record.to_dict(), "environment": env}, sort_keys=False) + "\n")
+            f.write(json.dumps({**record.to_json(), "environment": env}, sort_keys=False) + "\n")
     return Path(path)
 
 
@@ -102,11 +101,10 @@ def read_report(path: str | os.PathLike[str]) -> tuple[list[CaseRecord], dict[st
     for number, obj in items:
         if not isinstance(obj, dict):
             raise ValueError(f"{path}:{number}: expected a JSON object (a record), got {type(obj).__name__}")
-        problem = record_problem(obj)
-        if problem:
-            raise ValueError(f"{path}:{number}: not a record: {problem}")
         try:
-            records.append(CaseRecord.from_dict(obj))
+            records.append(CaseRecord.from_json(obj))
+        except RecordError as err:
+            raise ValueError(f"{path}:{number}: not a record: {err}") from None
         except TypeError as err:
             raise ValueError(f"{path}:{number}: not a record ({err})") from None
     environment = items[0][1].get("environment") or {} if items else {}
@@ -114,39 +112,3 @@ def read_report(path: str | os.PathLike[str]) -> tuple[list[CaseRecord], dict[st
         raise ValueError(f"{path}:{items[0][0]}: field 'environment': {json.dumps(environment)[:80]} is not an object")
     environment = dict(environment)
     return records, environment
-
-
-#: a CaseRecord field's annotation -> the JSON types it takes, and how to say so (bool is not a number here)
-_FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
-    "str": ((str,), "a string"),
-    "int | None": ((int, type(None)), "an integer or null"),
-    "float | None": ((int, float, type(None)), "a number or null"),
-    "bool": ((bool,), "true or false"),
-    "dict[str, Any]": ((dict,), "an object"),
-}
-
-
-def field_problem(name: str, annotation: str, value: Any) -> str:
-    """What is wrong with ``value`` as the record field ``name`` (``""``: nothing; an annotation not listed in
-    :data:`_FIELD_TYPES` is not checked)."""
-    if annotation not in _FIELD_TYPES:
-        return ""
-    types, text = _FIELD_TYPES[annotation]
-    if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-        return f"field {name!r}: {json.dumps(value)[:80]} is not {text}"
-    return ""
-
-
-def record_problem(obj: dict[str, Any]) -> str:
-    """What keeps the JSON object ``obj`` from being a :class:`CaseRecord` (``""``: nothing): a missing
-    required field or a field of the wrong type."""
-    missing = [f.name for f in fields(CaseRecord)
-               if f.default is MISSING and f.default_factory is MISSING and f.name not in obj]
-    if missing:
-        return f"missing field(s) {', '.join(map(repr, missing))}"
-    for f in fields(CaseRecord):
-        if f.name in obj:
-            problem = field_problem(f.name, str(f.type), obj[f.name])
-            if problem:
-                return problem
-    return ""

@@ -24,7 +24,6 @@ from pytest_xla_dynamo.report.tables import (
     latest,
     ordered,
     record_speedup,
-    record_value,
     timing_modes,
 )
 
@@ -82,7 +81,7 @@ def write_png(records: Iterable[CaseRecord], path: str | os.PathLike[str],
             ax.axvline(len(models) - 0.5, color="grey", linewidth=0.6)
         ax.set_xticks(range(len(groups)), groups, rotation=30, ha="right")
         ax.set_ylabel(f"speedup over {base}")
-        its = joined((record_value(r, "iterations_per_run") for r in in_mode), env.get("iterations_per_run"))
+        its = joined((r.iterations_per_run for r in in_mode), env.get("iterations_per_run"))
         ax.set_title(f"{mode} (iterations per run: {its})")
         if backends:
             ax.legend(fontsize=8)

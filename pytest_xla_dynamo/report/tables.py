@@ -67,12 +67,6 @@ def record_speedup(record: CaseRecord) -> float | None:
     return None
 
 
-def record_value(record: CaseRecord, name: str) -> Any:
-    """The record's field ``name``, or ``extra[name]`` when the field is empty or does not exist."""
-    value = getattr(record, name, None)
-    return record.extra.get(name) if value in (None, "") else value
-
-
 def latest(records: Iterable[CaseRecord]) -> Cells:
     """One record per (model, backend, mode): the last one stored wins."""
     return {record.key: record for record in records}
@@ -176,8 +170,8 @@ def speedup_table(records: Iterable[CaseRecord], mode: str, *, baseline: str | N
     cells = latest(chosen)
     columns = [speedup_column(cells, b, mode, latency=latency) for b in ordered(r.backend for r in chosen)]
     title = (f"{mode}: speedup over {base} (iterations per run: "
-             f"{joined((record_value(r, 'iterations_per_run') for r in chosen), iterations_per_run)}, "
-             f"repeat: {joined((record_value(r, 'repeat') for r in chosen), repeat)})")
+             f"{joined((r.iterations_per_run for r in chosen), iterations_per_run)}, "
+             f"repeat: {joined((r.repeat for r in chosen), repeat)})")
     return title + "\n" + grid(columns, ordered(r.name for r in chosen), summary="geomean")
 
 
@@ -218,12 +212,11 @@ def status_text(record: CaseRecord | None) -> str:
     notes = []
     if record.known_issue:
         notes.append(("xpass " if record.status in PASSING else "xfail ") + record.known_issue)
-    extra = record.extra if isinstance(record.extra, dict) else {}
-    capture, triage = extra.get("capture"), extra.get("triage")
-    if isinstance(capture, dict) and capture.get("partial"):
+    parity = record.parity
+    if parity is not None and parity.capture is not None and parity.capture.partial:
         notes.append("partial capture")
-    if isinstance(triage, dict) and triage.get("classification") in CLASSIFICATIONS:
-        notes.append(CLASSIFICATIONS[str(triage["classification"])])
+    if parity is not None and parity.triage is not None and parity.triage.classification in CLASSIFICATIONS:
+        notes.append(CLASSIFICATIONS[parity.triage.classification])
     if record.flaky:
         notes.append("flaky")
     return record.status + (f" ({', '.join(notes)})" if notes else "")

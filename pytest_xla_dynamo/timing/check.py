@@ -6,7 +6,7 @@ pytest-benchmark's switches keep their meaning: ``--benchmark-skip`` skips the t
 machine lock exclusive (:mod:`~pytest_xla_dynamo.workers.machine_lock`: the other workers wait); where there is
 no lock, timing is refused (a skip naming the fix). With one worker (``-n 1``)
 pytest-benchmark disables itself, so the runs are timed by the same interleaved loop with
-``time.perf_counter`` and the record says so (``extra["timer"]``). pytest-benchmark stores the
+``time.perf_counter`` and the record says so (``TimingRuns.timer``). pytest-benchmark stores the
 backend's seconds *per run*; the figures recorded here are per iteration. Its per-case tables are
 grouped, one per mode (``benchmark.group``). XLA compilations during the timed runs are counted
 (``recompiles``) and warned about, since they would pollute the steady figure.
@@ -26,11 +26,20 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
+from pytest_xla_dynamo.records import (
+    UNRELIABLE,
+    Attempt,
+    CaseRecord,
+    Interference,
+    TimingContext,
+    TimingFigures,
+    TimingRuns,
+    TimingStats,
+)
 from pytest_xla_dynamo.session import CaseCheck, XlaSession
 from pytest_xla_dynamo.timing import interference
 from pytest_xla_dynamo.timing.measure import Measurement, measure
-from pytest_xla_dynamo.timing.memory import device_memory, memory_columns
+from pytest_xla_dynamo.timing.memory import device_memory, memory_figures
 from pytest_xla_dynamo.timing.stats import SPEEDUP_STATISTIC, compilation_latency
 from pytest_xla_dynamo.timing.threads import apply_torch_threads
 from pytest_xla_dynamo.workers.machine_lock import NoLock
@@ -72,7 +81,7 @@ def host_bound(backend: Backend) -> bool:
     return not backend.is_xla or (os.environ.get("PJRT_DEVICE", "").strip().upper() or "CPU") == "CPU"
 
 
-def judge(measured: Measurement, base: Backend, backend: Backend, cores: int, threads: int) -> dict[str, Any]:
+def judge(measured: Measurement, base: Backend, backend: Backend, cores: int, threads: int) -> Attempt:
     """One attempt's interference figures and the reasons to distrust it (``reasons`` empty: none)."""
     sides = [interference.Runs("baseline", tuple(measured.baseline_runs), tuple(measured.baseline_cpu),
                                host_bound(base), tuple(measured.baseline_machine)),
@@ -81,9 +90,16 @@ def judge(measured: Measurement, base: Backend, backend: Backend, cores: int, th
     found = interference.reasons(sides, load=measured.load, cores=cores, threads=threads)
     ratio = {s.label: (None if s.cpu_wall is None else round(s.cpu_wall, 3)) for s in sides}
     others = {s.label: (None if s.foreign_cores is None else round(s.foreign_cores, 3)) for s in sides}
-    return {"load": measured.load, "baseline_cpu_wall": ratio["baseline"], "backend_cpu_wall": ratio["backend"],
-            "baseline_foreign_cores": others["baseline"], "backend_foreign_cores": others["backend"],
-            "reasons": found}
+    return Attempt(measured.load, ratio["baseline"], ratio["backend"], others["baseline"], others["backend"], found)
+
+
+def verdict(interference: Interference) -> tuple[str, str]:
+    """The status and message of a measured case: ``unreliable`` while its last measurement looks disturbed."""
+    reasons = interference.reasons
+    if not reasons:
+        return "pass", ""
+    return UNRELIABLE, (f"timing unreliable: {'; '.join(reasons)} (measured {len(interference.attempts)} times; "
+                        "the speedup is kept but not trusted)")
 
 
 def _ms(values: list[float], iterations: int) -> list[float]:
@@ -146,10 +162,8 @@ class XlaTiming(CaseCheck):
         base_fields: dict[str, Any] = dict(
             **self._fields(spec, backend, mode, self._repro(backend, timing=True)), baseline=base_backend.name,
             iterations_per_run=iterations, repeat=repeat)
-        context: dict[str, Any] = {
-            "iterations_per_run": iterations, "repeat": repeat, "threads": budget.threads,
-            "thread_budget": thread_info,
-            "baseline_choice": "auto (PJRT_DEVICE)" if xcfg.baseline_auto else "--xla-baseline-backend"}
+        context = TimingContext(iterations, repeat, budget.threads, thread_info,
+                                "auto (PJRT_DEVICE)" if xcfg.baseline_auto else "--xla-baseline-backend")
         return _Run(spec, backend, base_backend, mode, budget.threads, budget.cores, base_fields, context)
 
     def _timer(self) -> tuple[str, bool, bool]:
@@ -174,23 +188,22 @@ class XlaTiming(CaseCheck):
         timer, disabled, user_disabled = self._timer()
         if hasattr(benchmark, "group"):
             benchmark.group = BENCHMARK_GROUP.format(mode=run.mode)
-        attempts: list[dict[str, Any]] = []
+        attempts: list[Attempt] = []
         # the timed runs hold the machine alone (other xdist workers wait; a no-op without them)
         with self.session.machine_lock.exclusive() as waited:
-            run.context["machine_lock_wait_s"] = round(waited, 3)
             if user_disabled:  # pytest-benchmark runs setup and target once
                 measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
-                return _Timed(measured, attempts, timer, user_disabled)
+                return _Timed(measured, attempts, timer, user_disabled, waited)
             measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic)
             attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
             recompiles = measured.recompiles
-            while attempts[-1]["reasons"] and len(attempts) <= interference.REMEASURE_LIMIT:
+            while attempts[-1].reasons and len(attempts) <= interference.REMEASURE_LIMIT:
                 measured = measure(case, baseline, iterations, repeat, None)  # pedantic runs once per test
                 attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
                 recompiles += measured.recompiles
                 timer = TIMER_REMEASURED
         measured.recompiles = recompiles
-        return _Timed(measured, attempts, timer, user_disabled)
+        return _Timed(measured, attempts, timer, user_disabled, waited)
 
     def _record(self, run: _Run, case: PreparedCase, baseline: PreparedCase, timed: _Timed) -> CaseRecord:
         """Record the timed case (``not_measured`` under ``--benchmark-disable``, ``unreliable`` when still
@@ -199,30 +212,26 @@ class XlaTiming(CaseCheck):
         session, item, measured, iterations = self.session, self.item, timed.measured, run.fields["iterations_per_run"]
         counts = case.warmup.figures(run.backend)
         comp_latency = compilation_latency(case.warmup.step_seconds, baseline.warmup.step_seconds)
-        extra: dict[str, Any] = {
-            **run.context, "timer": timed.timer,
-            "backend_runs_ms": _ms(measured.backend_runs, iterations),
-            "baseline_runs_ms": _ms(measured.baseline_runs, iterations),
-            "backend_cpu_ms": _ms(measured.backend_cpu, iterations),
-            "baseline_cpu_ms": _ms(measured.baseline_cpu, iterations),
-            "warmup_seconds": [round(s, 4) for s in case.warmup.step_seconds],
-            "baseline_warmup_seconds": [round(s, 4) for s in baseline.warmup.step_seconds],
-            "compilation_seconds": case.warmup.step_seconds[0],
-            "timed_compiles": measured.recompiles, "xdist_workers": session.worker_count,
-            "loadavg_1min": measured.load,
-        }
+        runs = TimingRuns(
+            timed.timer, _ms(measured.backend_runs, iterations), _ms(measured.baseline_runs, iterations),
+            _ms(measured.backend_cpu, iterations), _ms(measured.baseline_cpu, iterations),
+            [round(s, 4) for s in case.warmup.step_seconds], [round(s, 4) for s in baseline.warmup.step_seconds],
+            case.warmup.step_seconds[0], measured.recompiles, session.worker_count, measured.load,
+            round(timed.lock_wait, 3))
         measured_fields: dict[str, Any] = dict(
             compilation_latency=comp_latency, recompiles=measured.recompiles, **counts, **run.fields)
         if timed.user_disabled:
             record = CaseRecord(status=NOT_MEASURED, message="--benchmark-disable: run once, not timed",
-                                **measured_fields, extra=extra)
+                                **measured_fields, timing=TimingFigures(run.context, runs))
             return session.record(item, record)
-        status, message = self._verdict(run, timed, extra)
+        stats = self._stats(run, timed)
+        status, message = verdict(stats.interference)
         figures = measured.figures
         record = CaseRecord(
             status=status, message=message, speedup=figures.speedup, abs_latency=figures.abs_latency_ms,
-            baseline_latency=figures.baseline_latency_ms, spread=figures.spread, **measured_fields, extra=extra)
-        self._benchmark_info(run, case, record, timed, extra, comp_latency, counts)
+            baseline_latency=figures.baseline_latency_ms, spread=figures.spread, **measured_fields,
+            timing=TimingFigures(run.context, runs, stats))
+        self._benchmark_info(run, case, record, timed, stats, comp_latency, counts)
         if measured.recompiles:
             warnings.warn(pytest.PytestWarning(
                 f"{item.nodeid}: {measured.recompiles} XLA compilation(s) during the timed runs of {run.backend.name} "
@@ -232,25 +241,17 @@ class XlaTiming(CaseCheck):
             warnings.warn(pytest.PytestWarning(f"{item.nodeid}: {message}"), stacklevel=2)
         return session.record(item, record)
 
-    def _verdict(self, run: _Run, timed: _Timed, extra: dict[str, Any]) -> tuple[str, str]:
-        """The status and message of a measured case; its figures, interference and memory go into ``extra``."""
-        figures, attempts = timed.measured.figures, timed.attempts
-        columns, memory = memory_columns(run.base_backend, run.backend, device_memory(run.base_backend),
-                                         device_memory(run.backend), isolated=self.session.child_output is not None)
-        final = attempts[-1]
-        extra.update({
-            "speedup_statistic": SPEEDUP_STATISTIC, "baseline_spread": figures.baseline_spread,
-            "backend_min_ms": round(figures.backend_min_ms, 4), "baseline_min_ms": round(figures.baseline_min_ms, 4),
-            "baseline_cpu_wall": final["baseline_cpu_wall"], "backend_cpu_wall": final["backend_cpu_wall"],
-            "interference": {"attempts": attempts, "remeasured": len(attempts) - 1, "reasons": final["reasons"]},
-            "memory": memory, **columns})
-        if not final["reasons"]:
-            return "pass", ""
-        return UNRELIABLE, (f"timing unreliable: {'; '.join(final['reasons'])} (measured {len(attempts)} times; the "
-                            "speedup is kept but not trusted)")
+    def _stats(self, run: _Run, timed: _Timed) -> TimingStats:
+        """A measured case's statistics, interference and memory."""
+        figures, final = timed.measured.figures, timed.attempts[-1]
+        memory = memory_figures(run.base_backend, run.backend, device_memory(run.base_backend),
+                                device_memory(run.backend), isolated=self.session.child_output is not None)
+        return TimingStats(SPEEDUP_STATISTIC, figures.baseline_spread, round(figures.backend_min_ms, 4),
+                           round(figures.baseline_min_ms, 4), final.baseline_cpu_wall, final.backend_cpu_wall,
+                           Interference(timed.attempts), memory)
 
     def _benchmark_info(self, run: _Run, case: PreparedCase, record: CaseRecord, timed: _Timed,
-                        extra: dict[str, Any], comp_latency: float | None, counts: dict[str, Any]) -> None:
+                        stats: TimingStats, comp_latency: float | None, counts: dict[str, Any]) -> None:
         """pytest-benchmark's ``extra_info`` of the case (its JSON), per iteration as the record."""
         if not hasattr(self.benchmark, "extra_info"):
             return
@@ -261,8 +262,8 @@ class XlaTiming(CaseCheck):
             "repeat": run.fields["repeat"], "stats_unit": STATS_UNIT,
             "status": record.status, "speedup": record.speedup, "speedup_statistic": SPEEDUP_STATISTIC,
             "abs_latency_ms": record.abs_latency, "baseline_latency_ms": record.baseline_latency,
-            "backend_min_ms": extra["backend_min_ms"], "baseline_min_ms": extra["baseline_min_ms"],
-            "spread": record.spread, "threads": run.threads, "interference": timed.attempts[-1]["reasons"],
+            "backend_min_ms": stats.backend_min_ms, "baseline_min_ms": stats.baseline_min_ms,
+            "spread": record.spread, "threads": run.threads, "interference": stats.interference.reasons,
             "compilation_seconds": case.warmup.step_seconds[0], "compilation_latency": comp_latency,
             **counts, "timed_compiles": timed.measured.recompiles, "timer": timed.timer,
             "batch_size": record.batch_size, "tier": record.tier,
@@ -280,11 +281,11 @@ class _Run:
     threads: int
     cores: int
     fields: dict[str, Any]
-    context: dict[str, Any]
+    context: TimingContext
 
     def fail(self, check: XlaTiming, status: str, exc: BaseException, what: str) -> None:
         check.session.record(check.item, CaseRecord(status=status, message=f"{what}: {exc!r}", **self.fields,
-                                                    extra=dict(self.context)))
+                                                    timing=TimingFigures(self.context)))
 
 
 @dataclass
@@ -292,6 +293,7 @@ class _Timed:
     """What the timed runs gave: the last measurement, every attempt's interference figures, the timer."""
 
     measured: Measurement
-    attempts: list[dict[str, Any]]
+    attempts: list[Attempt]
     timer: str
     user_disabled: bool
+    lock_wait: float = 0.0  # seconds the timed runs waited for the machine lock

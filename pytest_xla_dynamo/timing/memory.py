@@ -11,13 +11,16 @@ They are filled only with a per-case figure:
   when the other side is not on the same device. XLA:CPU reports no allocator statistics at all
   (torch_xla 2.9: "UNIMPLEMENTED: GetAllocatorStats is not supported").
 
-What was read, and why a column is empty, goes to the record's ``extra["memory"]`` (the JSON report). A
+What was read, and why a column is empty, goes to the record's :class:`~pytest_xla_dynamo.records.MemoryFigures`
+with the columns (the JSON report's ``extra.memory``). A
 session's own peak (:func:`process_peak_kb`, with its xdist workers') goes to the JSON report's environment.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from pytest_xla_dynamo.records import MemoryFigures
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.core.backends import Backend
@@ -88,15 +91,12 @@ def columns_of(eager: tuple[float | None, str], dynamo: tuple[float | None, str]
     return columns, why
 
 
-def memory_columns(baseline: Backend, backend: Backend, baseline_info: dict[str, Any],
-                   backend_info: dict[str, Any], *, isolated: bool) -> tuple[dict[str, float], dict[str, Any]]:
-    """(the CSV columns that have an honest value, the ``extra["memory"]`` explanation)."""
+def memory_figures(baseline: Backend, backend: Backend, baseline_info: dict[str, Any],
+                   backend_info: dict[str, Any], *, isolated: bool) -> MemoryFigures:
+    """The CSV columns that have an honest value, what each side's device said, and why a column is empty."""
     shared = baseline.is_xla and backend.is_xla
     columns, why = columns_of(side_peak(baseline, baseline_info, isolated=isolated, shared=shared),
                               side_peak(backend, backend_info, isolated=isolated, shared=shared))
-    explained: dict[str, Any] = {"unit": "GB (1e9 bytes) in the CSV columns; bytes here",
-                                 "baseline": {"backend": baseline.name, **baseline_info},
-                                 "backend": {"backend": backend.name, **backend_info}}
-    if why:
-        explained["empty"] = why
-    return columns, explained
+    return MemoryFigures({"backend": baseline.name, **baseline_info}, {"backend": backend.name, **backend_info},
+                         why or None, columns.get("eager_peak_mem"), columns.get("dynamo_peak_mem"),
+                         columns.get("compression_ratio"))

@@ -58,6 +58,7 @@ from pytest_xla_dynamo.zoo import (
 from pytest_xla_dynamo.zoo.family import FAMILIES
 from pytest_xla_dynamo.zoo.inputs import randomize_inputs
 from pytest_xla_dynamo.zoo.registry import (
+    MODELS,
     UnknownModelError,
     collection_names,
     get_model,
@@ -69,6 +70,7 @@ from pytest_xla_dynamo.zoo.registry import (
 from pytest_xla_dynamo.zoo.spec import SEED_COLLECTION, SOURCES, TIERS, ModelSpec, validate_tier
 
 __all__ = [
+    "MODELS",
     "SEED_COLLECTION",
     "SOURCES",
     "TIERS",

@@ -1,7 +1,8 @@
 """The model registry: register specs, look them up by name, resolve option values into names.
 
-Registration order is the zoo's order (:func:`model_names`), which the reports use to sort models:
-the seed's nine come first, in the seed's order.
+:data:`MODELS` is the process's :class:`~pytest_xla_dynamo.registries.NamedRegistry` of models (the style every
+extension point has); the functions here are its public face. Registration order is the zoo's order
+(:func:`model_names`), which the reports use to sort models: the seed's nine come first, in the seed's order.
 """
 
 from __future__ import annotations
@@ -9,9 +10,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 
+from pytest_xla_dynamo.registries import NamedRegistry
 from pytest_xla_dynamo.zoo.spec import ALL, ModelSpec
-
-_REGISTRY: dict[str, ModelSpec] = {}
 
 
 class UnknownModelError(ValueError):
@@ -33,40 +33,39 @@ class UnknownModelError(ValueError):
         super().__init__(msg)
 
 
+#: the process's models: the zoo's (registered when :mod:`pytest_xla_dynamo.zoo` is imported) and a project's
+#: (``pytest_xla_register_models``)
+MODELS: NamedRegistry[ModelSpec] = NamedRegistry(
+    "model", ModelSpec, unknown=lambda name, valid: UnknownModelError(str(name), valid))
+
+
 def register_model(spec: ModelSpec, *, replace: bool = False) -> None:
-    """Add ``spec`` to the zoo (:class:`ValueError` if the name is taken, unless ``replace``).
+    """Add ``spec`` to the zoo (:class:`ValueError` if the name is taken by another spec, unless ``replace``).
 
     A replaced model keeps its place in :func:`model_names`; a new one goes last.
     """
-    if not isinstance(spec, ModelSpec):
-        raise TypeError(f"register_model needs a ModelSpec, got {type(spec).__name__}")
-    if spec.name in _REGISTRY and not replace:
-        raise ValueError(f"model {spec.name!r} is already registered (pass replace=True to override it)")
-    _REGISTRY[spec.name] = spec
+    MODELS.register(spec, replace=replace)
 
 
 def get_model(name: str) -> ModelSpec:
     """The spec registered as ``name`` (:class:`UnknownModelError` if none)."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise UnknownModelError(str(name), list(_REGISTRY)) from None
+    return MODELS.get(name)
 
 
 def model_names() -> list[str]:
     """Registered model names in registration order (the seed's order first)."""
-    return list(_REGISTRY)
+    return MODELS.names()
 
 
 def collection_names() -> list[str]:
     """The collections of the registered models, in registration order (the seed's first)."""
-    return list(dict.fromkeys(spec.collection for spec in _REGISTRY.values()))
+    return list(dict.fromkeys(spec.collection for spec in MODELS))
 
 
 def models_in(collections: Sequence[str]) -> list[str]:
     """The registered models of ``collections``, in registration order."""
     chosen = set(collections)
-    return [name for name, spec in _REGISTRY.items() if spec.collection in chosen]
+    return [spec.name for spec in MODELS if spec.collection in chosen]
 
 
 def resolve_models(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -77,7 +76,7 @@ def resolve_models(value: str | Sequence[str] | None) -> tuple[str, ...]:
     validated, de-duplicated, in the given order; ``"all"`` inside a list expands in place.
     Unknown names raise one :class:`UnknownModelError` naming all of them and the valid names.
     """
-    everything = tuple(_REGISTRY)
+    everything = tuple(MODELS.names())
     if value is None:
         return everything
     parts = [value] if isinstance(value, str) else list(value)
@@ -89,7 +88,7 @@ def resolve_models(value: str | Sequence[str] | None) -> tuple[str, ...]:
     tokens = [t for t in tokens if t]
     if not tokens:
         return everything
-    unknown = [t for t in dict.fromkeys(tokens) if t != ALL and t not in _REGISTRY]
+    unknown = [t for t in dict.fromkeys(tokens) if t != ALL and t not in MODELS]
     if unknown:
         raise UnknownModelError(unknown, everything)
     out: dict[str, None] = {}

@@ -1,16 +1,19 @@
 """Case records: the one result type that suites write and reports and gating read.
 
-A :class:`CaseRecord` is plain data (JSON-safe through :meth:`CaseRecord.to_dict`), so it travels
-from pytest-xdist workers to the controller through ``workeroutput``. The session's records live in
-the :class:`RecordStore` of the session object. No torch here.
+A :class:`CaseRecord` is plain data: its identity, status and the harness's figures as fields, what its
+check measured beside them as typed figures (:mod:`~pytest_xla_dynamo.records.figures`). Its JSON form
+(:meth:`CaseRecord.to_json`, :meth:`CaseRecord.from_json`; the figures as the ``extra`` object of
+:mod:`~pytest_xla_dynamo.records.jsonform`) is what the JSON report holds, what travels from pytest-xdist
+workers to the controller through ``workeroutput`` and with each test report. The session's records live
+in the :class:`RecordStore` of the session object. No torch here.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from pytest_xla_dynamo.core.constants import MODES
@@ -18,6 +21,15 @@ from pytest_xla_dynamo.core.constants import NOT_CAPTURED as NOT_CAPTURED
 from pytest_xla_dynamo.core.constants import PASSING as PASSING
 from pytest_xla_dynamo.core.constants import STATUSES as STATUSES
 from pytest_xla_dynamo.core.constants import UNRELIABLE as UNRELIABLE
+from pytest_xla_dynamo.records.figures import GraphFigures, JsonObject, ParityFigures, TimingFigures
+from pytest_xla_dynamo.records.jsonform import extra_object, json_problem, parse_extra
+
+#: the fields that hold a record's figures: one ``extra`` object in its JSON form
+FIGURES = ("parity", "graphs", "timing", "unparsed_extra")
+
+
+class RecordError(ValueError):
+    """A JSON object that is not a record: the message names the missing field or the mistyped one."""
 
 
 @dataclass
@@ -51,7 +63,13 @@ class CaseRecord:
     compiles: int | None = None  # XLA compilations during warm-up
     known_issue: str = ""
     flaky: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    # what the check measured beside (the JSON form's ``extra``): the figures of the record's suite
+    parity: ParityFigures | None = None
+    graphs: GraphFigures | None = None
+    timing: TimingFigures | None = None
+    # an ``extra`` object read in a layout this version does not write (an older report's): kept as read, so
+    # that the record is written back unchanged; nothing reads it
+    unparsed_extra: JsonObject = field(default_factory=dict)
     # timing context (appended for the report): what the speedup is measured against, and how
     baseline: str = ""  # the baseline backend of ``speedup`` (--xla-baseline-backend)
     iterations_per_run: int | None = None  # iterations per timed run (--xla-iterations-per-run)
@@ -62,13 +80,51 @@ class CaseRecord:
         """The case key used by baselines: (model, backend, mode)."""
         return (self.name, self.backend, self.mode)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> JsonObject:
+        """The record's JSON object: its fields in order, the figures as the one ``extra`` object."""
+        out: JsonObject = {}
+        for f in fields(self):
+            if f.name not in FIGURES:
+                out[f.name] = getattr(self, f.name)
+            elif "extra" not in out:
+                out["extra"] = extra_object(self.parity, self.graphs, self.timing, self.unparsed_extra)
+        return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseRecord:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_json(cls, data: Mapping[str, Any]) -> CaseRecord:
+        """The record of a JSON object (:meth:`to_json`'s; keys it does not know are ignored); RecordError
+        names a missing field or one of the wrong type."""
+        problem = record_problem(data)
+        if problem:
+            raise RecordError(problem)
+        kwargs = {f.name: data[f.name] for f in fields(cls) if f.name not in FIGURES and f.name in data}
+        parity, graphs, timing, unparsed = parse_extra(str(data["suite"]), dict(data.get("extra") or {}))
+        return cls(**kwargs, parity=parity, graphs=graphs, timing=timing, unparsed_extra=unparsed)
+
+
+def json_fields() -> list[tuple[str, str, bool]]:
+    """The fields of a record's JSON object: ``(name, annotation, required)``, in order."""
+    out = []
+    for f in fields(CaseRecord):
+        if f.name not in FIGURES:
+            out.append((f.name, str(f.type), f.default is MISSING and f.default_factory is MISSING))
+        elif f.name == FIGURES[0]:
+            out.append(("extra", "JsonObject", False))
+    return out
+
+
+def record_problem(data: Mapping[str, Any]) -> str:
+    """What keeps the JSON object ``data`` from being a record (``""``: nothing): a missing required field or a
+    field of the wrong type."""
+    found = json_fields()
+    missing = [name for name, _, required in found if required and name not in data]
+    if missing:
+        return f"missing field(s) {', '.join(map(repr, missing))}"
+    for name, annotation, _ in found:
+        problem = json_problem(name, annotation, data[name]) if name in data else ""
+        if problem:
+            return problem
+    return ""
 
 
 class RecordStore:
@@ -94,12 +150,10 @@ class RecordStore:
         return [r for r in self._records if r.suite == suite]
 
     def dumps(self) -> str:
-        return json.dumps([r.to_dict() for r in self._records])
+        return json.dumps([r.to_json() for r in self._records])
 
     def loads(self, text: str) -> None:
-        self.extend(CaseRecord.from_dict(d) for d in json.loads(text))
-
-
+        self.extend(CaseRecord.from_json(d) for d in json.loads(text))
 
 
 def worst_status(statuses: Sequence[str]) -> str:
