@@ -655,3 +655,27 @@ def test_upsample_nearest_backward_stays_on_xla(xla_device: Any) -> None:
     _sync()
     count = (met.counter_value("aten::upsample_nearest2d_backward") or 0) - before
     assert count == 0, f"upsample_nearest2d's backward fell back to the CPU {count} time(s)"
+
+
+def test_cpu_index_backward_is_reproducible() -> None:
+    """local:cpu-index-backward-accumulate-nondeterministic: the CPU backward of ``w[ids]`` with repeated ids (an
+    accumulating ``index_put_``, what the MoE experts' ``gate_up_proj[expert_ids]`` becomes) adds the rows with
+    parallel atomic adds: on more than one thread, repeats of the same backward differ in the last bits (torch
+    documents it; ``torch.use_deterministic_algorithms(True)`` makes them equal). CPU only: the parity
+    reference's two eager runs must agree bitwise."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(threads, 2))
+    try:
+        torch.manual_seed(0)
+        w = torch.randn(4, 32, 128, requires_grad=True)
+        ids = torch.randint(0, 4, (1024,))
+        upstream = torch.randn(1024, 32, 128)
+        grads = []
+        for _ in range(10):
+            w.grad = None
+            w[ids].backward(upstream)
+            grads.append(_present(w.grad).clone())
+    finally:
+        torch.set_num_threads(threads)
+    differ = sum(not torch.equal(grads[0], g) for g in grads[1:])
+    assert differ == 0, f"the CPU backward of w[ids] is not reproducible: {differ} of 9 repeats differ from the first"
