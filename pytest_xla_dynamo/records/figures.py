@@ -96,7 +96,7 @@ class TimingRuns:
     timed_compiles: int  # XLA compilations during the timed runs
     xdist_workers: int
     loadavg_1min: float | None
-    machine_lock_wait_s: float = 0.0  # the timed runs' wait for the xdist workers' machine lock
+    machine_lock_wait_s: float | None = None  # the timed runs' wait for the xdist workers' machine lock (None: none)
 
 
 @dataclass

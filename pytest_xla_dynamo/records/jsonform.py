@@ -66,7 +66,7 @@ JSON_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 #: keys of the ``extra`` object that are written only when they have a value (not None)
 OPTIONAL_KEYS = frozenset({"capture", "triage", "divergences", "divergences_total", "empty", "eager_peak_mem",
-                           "dynamo_peak_mem", "compression_ratio"})
+                           "dynamo_peak_mem", "compression_ratio", "machine_lock_wait_s"})
 #: the memory columns, written beside ``memory`` rather than in it (the CSV's names)
 MEMORY_COLUMNS = ("eager_peak_mem", "dynamo_peak_mem", "compression_ratio")
 

@@ -217,7 +217,7 @@ class XlaTiming(CaseCheck):
             _ms(measured.backend_cpu, iterations), _ms(measured.baseline_cpu, iterations),
             [round(s, 4) for s in case.warmup.step_seconds], [round(s, 4) for s in baseline.warmup.step_seconds],
             case.warmup.step_seconds[0], measured.recompiles, session.worker_count, measured.load,
-            round(timed.lock_wait, 3))
+            round(timed.lock_wait, 3) if session.worker_count > 1 else None)
         measured_fields: dict[str, Any] = dict(
             compilation_latency=comp_latency, recompiles=measured.recompiles, **counts, **run.fields)
         if timed.user_disabled:
