@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pytest-xla-dynamo: set up ./.venv if needed, then run the suites or the tests.
-#   ./run.sh suite [pytest args]   the conformance suites, --xla-backend=trace_once, small tier, 2 workers
+#   ./run.sh suite [pytest args]   the conformance suites, --xla-backend=trace_once, small tier
 #   ./run.sh test  [pytest args]   lint, types and the plugin's own tests
 # Idempotent: the venv is reused, and reinstalled only when pyproject.toml changes.
 set -euo pipefail
@@ -37,8 +37,7 @@ cmd="${1:-}"
 case "$cmd" in
   suite)
     setup
-    # two xdist workers share the cores; a timing test's timed runs have them alone (the machine lock)
-    exec .venv/bin/pytest suites --xla-backend=trace_once -n 2 "$@"
+    exec .venv/bin/pytest suites --xla-backend=trace_once "$@"
     ;;
   test)
     setup
