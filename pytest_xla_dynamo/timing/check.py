@@ -30,6 +30,7 @@ from pytest_xla_dynamo.session import CaseCheck, XlaSession
 from pytest_xla_dynamo.timing import interference
 from pytest_xla_dynamo.timing.measure import Measurement, measure
 from pytest_xla_dynamo.timing.memory import device_memory, memory_columns
+from pytest_xla_dynamo.timing.noise import noise_fields
 from pytest_xla_dynamo.timing.stats import SPEEDUP_STATISTIC, compilation_latency
 from pytest_xla_dynamo.timing.threads import apply_torch_threads
 
@@ -45,7 +46,7 @@ TIMER_OWN = "perf_counter loop (pytest-benchmark disabled itself{why})"
 TIMER_NO_BENCHMARK = "perf_counter loop (the test does not use pytest-benchmark's benchmark fixture)"
 TIMER_REMEASURED = ("perf_counter loop (re-measured after interference; pytest-benchmark's figures are the "
                     "first attempt's)")
-STATS_UNIT = "seconds per timed run of iterations_per_run iterations"
+STATS_UNIT = "seconds per timed run of calibrated_iterations_per_run iterations"
 BENCHMARK_GROUP = "xla-dynamo timing: {mode}"  # one pytest-benchmark table per mode
 
 
@@ -81,6 +82,15 @@ def judge(measured: Measurement, base: Backend, backend: Backend, cores: int, th
     return {"load": measured.load, "baseline_cpu_wall": ratio["baseline"], "backend_cpu_wall": ratio["backend"],
             "baseline_foreign_cores": others["baseline"], "backend_foreign_cores": others["backend"],
             "reasons": found}
+
+
+def calibration_fields(measured: Measurement) -> dict[str, Any]:
+    """The record's calibration figures (``extra``): the iterations per run asked for and run, the minimum run
+    time, and the step estimate the count came from (ms; None when not calibrated)."""
+    step = measured.step_estimate
+    return {"requested_iterations_per_run": measured.requested_iterations,
+            "calibrated_iterations_per_run": measured.iterations_per_run, "min_run_time": measured.min_run_time,
+            "calibration_step_ms": None if step is None else round(step * 1000, 4)}
 
 
 def _ms(values: list[float], iterations: int) -> list[float]:
@@ -143,7 +153,8 @@ class XlaTiming(CaseCheck):
             **self._fields(spec, backend, mode, self._repro(backend, timing=True)), baseline=base_backend.name,
             iterations_per_run=iterations, repeat=repeat)
         context: dict[str, Any] = {
-            "iterations_per_run": iterations, "repeat": repeat, "threads": budget.threads,
+            "iterations_per_run": iterations, "repeat": repeat, "min_run_time": xcfg.min_run_time,
+            "threads": budget.threads,
             "thread_budget": thread_info,
             "baseline_choice": "auto (PJRT_DEVICE)" if xcfg.baseline_auto else "--xla-baseline-backend"}
         return _Run(spec, backend, base_backend, mode, budget.threads, budget.cores, base_fields, context)
@@ -174,11 +185,14 @@ class XlaTiming(CaseCheck):
         if user_disabled:  # pytest-benchmark runs setup and target once
             measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
             return _Timed(measured, attempts, timer, user_disabled)
-        measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic)
+        min_run_time = self.session.xcfg.min_run_time
+        measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic,
+                           min_run_time=min_run_time)
         attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
         recompiles = measured.recompiles
         while attempts[-1]["reasons"] and len(attempts) <= interference.REMEASURE_LIMIT:
-            measured = measure(case, baseline, iterations, repeat, None)  # pedantic runs once per test
+            measured = measure(case, baseline, iterations, repeat, None,  # pedantic runs once per test
+                               min_run_time=min_run_time)
             attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
             recompiles += measured.recompiles
             timer = TIMER_REMEASURED
@@ -189,7 +203,7 @@ class XlaTiming(CaseCheck):
         """Record the timed case (``not_measured`` under ``--benchmark-disable``, ``unreliable`` when still
         disturbed), give pytest-benchmark its figures and warn about recompiles and interference."""
         assert case.warmup is not None and baseline.warmup is not None
-        session, item, measured, iterations = self.session, self.item, timed.measured, run.fields["iterations_per_run"]
+        session, item, measured, iterations = self.session, self.item, timed.measured, timed.measured.iterations_per_run
         counts = case.warmup.figures(run.backend)
         comp_latency = compilation_latency(case.warmup.step_seconds, baseline.warmup.step_seconds)
         extra: dict[str, Any] = {
@@ -202,7 +216,7 @@ class XlaTiming(CaseCheck):
             "baseline_warmup_seconds": [round(s, 4) for s in baseline.warmup.step_seconds],
             "compilation_seconds": case.warmup.step_seconds[0],
             "timed_compiles": measured.recompiles, "xdist_workers": session.worker_count,
-            "loadavg_1min": measured.load,
+            "loadavg_1min": measured.load, **calibration_fields(measured),
         }
         measured_fields: dict[str, Any] = dict(
             compilation_latency=comp_latency, recompiles=measured.recompiles, **counts, **run.fields)
@@ -236,7 +250,7 @@ class XlaTiming(CaseCheck):
             "backend_min_ms": round(figures.backend_min_ms, 4), "baseline_min_ms": round(figures.baseline_min_ms, 4),
             "baseline_cpu_wall": final["baseline_cpu_wall"], "backend_cpu_wall": final["backend_cpu_wall"],
             "interference": {"attempts": attempts, "remeasured": len(attempts) - 1, "reasons": final["reasons"]},
-            "memory": memory, **columns})
+            "memory": memory, **columns, **noise_fields(timed.measured.baseline_runs, timed.measured.backend_runs)})
         if not final["reasons"]:
             return "pass", ""
         return UNRELIABLE, (f"timing unreliable: {'; '.join(final['reasons'])} (measured {len(attempts)} times; the "
@@ -251,6 +265,8 @@ class XlaTiming(CaseCheck):
         self.benchmark.extra_info.update({
             "model": run.spec.name, "backend": run.backend.name, "mode": run.mode,
             "baseline_backend": run.base_backend.name, "iterations_per_run": run.fields["iterations_per_run"],
+            "calibrated_iterations_per_run": timed.measured.iterations_per_run,
+            "min_run_time": timed.measured.min_run_time, "speedup_noise": extra.get("speedup_noise"),
             "repeat": run.fields["repeat"], "stats_unit": STATS_UNIT,
             "status": record.status, "speedup": record.speedup, "speedup_statistic": SPEEDUP_STATISTIC,
             "abs_latency_ms": record.abs_latency, "baseline_latency_ms": record.baseline_latency,
