@@ -14,6 +14,10 @@ Both cases run with the session's thread budget (:mod:`~pytest_xla_dynamo.timing
 runs look disturbed (:mod:`~pytest_xla_dynamo.timing.interference`) is measured again, at most
 ``REMEASURE_LIMIT`` times; still disturbed, it is recorded ``unreliable`` with the reasons, its speedup
 kept but flagged, and a warning.
+
+With ``--xla-min-run-time`` the runs are calibrated (:mod:`~pytest_xla_dynamo.timing.calibrate`; the record
+keeps the requested and the calibrated iterations per run), and every record of 3 or more runs carries its
+speedup's noise (:mod:`~pytest_xla_dynamo.timing.noise`), which the speed gate reads.
 """
 
 from __future__ import annotations
