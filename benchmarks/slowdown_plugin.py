@@ -12,10 +12,16 @@ what it was: F = 0.10 is a speedup 10% lower, the drop ``--xla-min-speedup-ratio
 The work is counted in matmuls (timed once per process), not spun to a deadline, so it is real work with
 the machine's noise, done after the wait so that nothing overlaps it.
 
-``XLA_GATE_SLOWDOWN``: F, 0 <= F < 1 (0 or unset: nothing is slowed). ``XLA_GATE_SLOWDOWN_BACKENDS``: the
+``XLA_GATE_SLOWDOWN``: F, 0 <= F < 1 (0 or unset: nothing is slowed; the plugin can then be loaded in the
+unmodified runs too, so that every process of a comparison loads the same code). ``XLA_GATE_SLOWDOWN_BACKENDS``: the
 backends to slow, comma list (default: every backend but the session's ``--xla-baseline-backend``); naming the
 baseline is a usage error. Each slowed run's extra matmuls are counted in the record's ``extra`` as
 ``injected_matmuls`` (total over the case's runs), for the script to check.
+
+``XLA_GATE_IGNORE_INTERFERENCE=1`` (test-only, for a demonstration on a loaded machine): the interference
+rules (:mod:`pytest_xla_dynamo.timing.interference`) find nothing, so no record is ``unreliable`` and the gate
+judges every figure. The figures of such a run say nothing about the gate's false-alarm rate; they show its
+verdicts work.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import pytest
 SIZE = 128
 ENV = "XLA_GATE_SLOWDOWN"
 ENV_BACKENDS = "XLA_GATE_SLOWDOWN_BACKENDS"
+ENV_IGNORE = "XLA_GATE_IGNORE_INTERFERENCE"
 
 _state: dict[str, Any] = {"fraction": 0.0, "backends": None, "baseline": None, "matmul": None, "count": 0}
 
@@ -75,6 +82,9 @@ def extra_work(seconds: float) -> int:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(ENV_IGNORE, "").strip() in ("1", "true", "yes", "on"):
+        interference = importlib.import_module("pytest_xla_dynamo.timing.interference")
+        interference.reasons = lambda *args, **kwargs: []  # type: ignore[attr-defined]
     fraction = _fraction()
     _state["fraction"] = fraction
     if not fraction:

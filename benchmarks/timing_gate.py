@@ -2,7 +2,7 @@
 
     PJRT_DEVICE=CPU python benchmarks/timing_gate.py [--models resnet18,BERT_pytorch] [--modes train]
         [--backends trace_once] [--runs 2] [--slowdown 0.10] [--ratio 0.9] [--repeat 5] [--min-run-time 0.2]
-        [--out DIR] [-- extra pytest args]
+        [--ignore-interference] [--out DIR] [-- extra pytest args]
 
 First one pytest subprocess records the timing baseline (``suites/test_timing.py --xla-report=json``,
 unmodified). Then 2K gate runs against it (``--xla-timing-baseline``, ``--xla-min-speedup-ratio``), alternating
@@ -11,7 +11,12 @@ iteration x 1 / (1 - F), so its speedup x (1 - F); the baseline is never slowed)
 falls on both alike. Printed per run: exit status, load average before and after, and per case the baseline's
 speedup and noise, this run's, their ratio, the iterations per run (requested -> calibrated) and the gate's
 verdict as its Markdown summary gives it; at the end the counts of SLOWER and NOISY per condition (SLOWER in
-an unmodified run is a false alarm, a slowed case that is not SLOWER a miss). Figures only, nothing asserted;
+an unmodified run is a false alarm, a slowed case that is not SLOWER a miss). Every run loads the plugin (with
+F = 0 in the baseline and unmodified runs), so all processes run the same code. A record flagged ``unreliable``
+(other load) is never gated, and an unreliable baseline record is no baseline: on a loaded machine nothing may
+be gated. ``--ignore-interference`` (test-only, ``XLA_GATE_IGNORE_INTERFERENCE=1``) turns the interference
+rules off so that the verdicts can be shown there; its figures say nothing about the false-alarm rate.
+Figures only, nothing asserted;
 the exit status is 0 unless a subprocess gave no report. resnet18 and BERT_pytorch training, trace once, K = 2:
 about 10 minutes on 2 quiet cores.
 """
@@ -41,7 +46,7 @@ def load() -> str:
         return "?"
 
 
-def pytest_cmd(args: argparse.Namespace, out: Path, rest: list[str], *, gate: Path | None, slowed: bool) -> list[str]:
+def pytest_cmd(args: argparse.Namespace, out: Path, rest: list[str], *, gate: Path | None) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", str(SUITE), f"--xla-models={args.models}", f"--xla-modes={args.modes}",
            f"--xla-backend={args.backends}", f"--xla-repeat={args.repeat}", f"--xla-min-run-time={args.min_run_time}",
            f"--xla-iterations-per-run={args.iterations_per_run}", "--xla-report=json", f"--xla-report-dir={out}",
@@ -49,20 +54,17 @@ def pytest_cmd(args: argparse.Namespace, out: Path, rest: list[str], *, gate: Pa
     if gate is not None:
         cmd += [f"--xla-timing-baseline={gate}", f"--xla-min-speedup-ratio={args.ratio}",
                 f"--xla-summary={out / 'summary.md'}"]
-    if slowed:
-        cmd += ["-p", "benchmarks.slowdown_plugin"]
-    return cmd + rest
+    return [*cmd, "-p", "benchmarks.slowdown_plugin", *rest]
 
 
 def run(args: argparse.Namespace, label: str, out: Path, rest: list[str], *, gate: Path | None = None,
         slowed: bool = False) -> tuple[int, dict[Key, dict[str, Any]], dict[Key, str]]:
     """One pytest subprocess: (exit status, its timing records by case, the gate's verdict by case)."""
     env = dict(os.environ)
-    env.pop("XLA_GATE_SLOWDOWN", None)
-    if slowed:
-        env["XLA_GATE_SLOWDOWN"] = str(args.slowdown)
+    env["XLA_GATE_SLOWDOWN"] = str(args.slowdown) if slowed else "0"
+    env["XLA_GATE_IGNORE_INTERFERENCE"] = "1" if args.ignore_interference else "0"
     before, start = load(), time.perf_counter()
-    proc = subprocess.run(pytest_cmd(args, out, rest, gate=gate, slowed=slowed), cwd=ROOT, env=env,
+    proc = subprocess.run(pytest_cmd(args, out, rest, gate=gate), cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     tail = [line for line in proc.stdout.splitlines() if " passed" in line or " failed" in line][-1:]
     print(f"{label}: exit {proc.returncode}, {time.perf_counter() - start:.0f} s, load {before} -> {load()}; "
@@ -110,13 +112,16 @@ def main() -> int:
     parser.add_argument("--iterations-per-run", type=int, default=1)
     parser.add_argument("--min-run-time", default="0.2")
     parser.add_argument("--out", type=Path, help="folder for the reports (default: a temporary one)")
+    parser.add_argument("--ignore-interference", action="store_true",
+                        help="test-only: no record is made unreliable (to show the verdicts on a loaded machine)")
     args, rest = parser.parse_known_args()
     rest = [a for a in rest if a != "--"]
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     print(f"cores: {os.cpu_count()}, load at start: {load()}; models {args.models}, modes {args.modes}, backends "
           f"{args.backends}, repeat {args.repeat}, iterations per run {args.iterations_per_run}, min run time "
           f"{args.min_run_time} s, gate ratio {args.ratio}, injected slowdown {args.slowdown:.0%} of the speedup, "
-          f"K = {args.runs}", flush=True)
+          f"K = {args.runs}" + (", interference rules OFF (test-only)" if args.ignore_interference else ""),
+          flush=True)
     with tempfile.TemporaryDirectory(prefix="xla-gate-") as name:
         folder = args.out or Path(name)
         status, baseline, _ = run(args, "baseline", folder / "baseline", rest)
@@ -135,10 +140,13 @@ def main() -> int:
                     b, x = (base or {}).get("speedup"), (now or {}).get("speedup")
                     ratio = f"{x / b:.3f}" if b and x else "-"
                     label_ = verdict.get(key, "-")
+                    if label_ == "PASS" and (base is None or base.get("status") == "unreliable"):
+                        label_ = "not gated (no trusted baseline)"
                     bucket = counts[condition]
                     bucket[label_] = bucket.get(label_, 0) + 1
                     injected = ((now or {}).get("extra") or {}).get("injected_matmuls")
-                    print(f"    {' · '.join(key):<36} baseline {b or 0:.3f}x {noise(base):>7}  this run "
+                    base_status = "" if (base or {}).get("status") != "unreliable" else " (unreliable: no baseline)"
+                    print(f"    {' · '.join(key):<36} baseline {b or 0:.3f}x {noise(base):>7}{base_status}  this run "
                           f"{x or 0:.3f}x {noise(now):>7}  ratio {ratio:>6}  iterations "
                           f"{iterations(now) if now else '-':>7}  {now.get('status') if now else '-':<10} gate "
                           f"{label_}" + (f"  (+{injected} matmuls)" if injected else ""), flush=True)
