@@ -275,3 +275,42 @@ def test_calibrated_runs_noise_in_the_record_and_the_noise_aware_gate(suite: pyt
     assert "noise" not in old and "< 0.9 x baseline 1000.00x = 900.00x" in old
     assert "cases: 2 SLOWER, 1 NOISY, 1 PASS" in out
     assert "NOISY           tiny · trace_once · infer: cannot gate at 10%" in out
+
+
+# --- the benchmark's pieces (pure) -----------------------------------------------------------------------
+
+
+def _script(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_timing_gate_reads_the_verdicts_of_the_summary_table(tmp_path: Path) -> None:
+    result = _gate()
+    summary = tmp_path / "summary.md"
+    summary.write_text(render_markdown(result, {}))
+    assert _script("timing_gate").verdicts(summary) == {
+        ("noisy", "trace_once", "train"): lb.NOISY, ("old", "trace_once", "train"): lb.PASS,
+        ("stable", "trace_once", "train"): lb.SLOWER}
+    assert _script("timing_gate").verdicts(tmp_path / "none.md") == {}
+
+
+@pytest.mark.parametrize(("value", "fraction"), [("", 0.0), ("0", 0.0), ("0.10", 0.10), (" 0.5 ", 0.5)])
+def test_slowdown_fraction(value: str, fraction: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin = _script("slowdown_plugin")
+    monkeypatch.setenv(plugin.ENV, value)
+    assert plugin._fraction() == fraction
+
+
+@pytest.mark.parametrize("value", ["1", "-0.1", "ten", "1.5"])
+def test_slowdown_bad_fraction_is_a_usage_error(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin = _script("slowdown_plugin")
+    monkeypatch.setenv(plugin.ENV, value)
+    with pytest.raises(pytest.UsageError) as info:
+        plugin._fraction()
+    assert str(info.value) == f"XLA_GATE_SLOWDOWN: invalid value {value!r}; valid: a number 0 <= F < 1"
