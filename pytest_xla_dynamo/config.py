@@ -31,6 +31,7 @@ from pytest_xla_dynamo.options import (
     parse_bool,
     raw_value,
 )
+from pytest_xla_dynamo.timing.calibrate import DEFAULT_MIN_RUN_TIME, MIN_RUN_TIME_MAX
 from pytest_xla_dynamo.zoo.spec import ALL
 from pytest_xla_dynamo.zoo.spec import SEED_COLLECTION as SEED
 
@@ -69,6 +70,7 @@ class XlaConfig:
     randomize_input: bool = False
     iterations_per_run: int = 1
     repeat: int = 5
+    min_run_time: float = DEFAULT_MIN_RUN_TIME  # --xla-min-run-time, seconds (0: runs not calibrated)
     baseline_backend: str = "eager"
     baseline_auto: bool = False  # baseline_backend came from 'auto' (see auto_baseline)
     threads: int | None = None  # --xla-threads; None: auto (pytest_xla_dynamo.timing.threads.auto_threads)
@@ -184,6 +186,20 @@ def to_float(opt: Option, value: str) -> float | None:
     return number
 
 
+MIN_RUN_TIME_VALID = f"a number of seconds 0..{MIN_RUN_TIME_MAX:g} (0: off, runs of exactly --xla-iterations-per-run)"
+
+
+def to_seconds(opt: Option, value: str) -> float:
+    """``--xla-min-run-time``: a finite number of seconds 0..:data:`MIN_RUN_TIME_MAX`."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise _bad(opt, value, MIN_RUN_TIME_VALID) from None
+    if not (math.isfinite(number) and 0 <= number <= MIN_RUN_TIME_MAX):
+        raise _bad(opt, value, MIN_RUN_TIME_VALID)
+    return number
+
+
 def to_bool(opt: Option, value: str) -> bool:
     parsed = parse_bool(value)
     if parsed is None:
@@ -278,6 +294,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         randomize_input=to_bool(*get("xla_randomize_input")),
         iterations_per_run=to_int(*get("xla_iterations_per_run")),
         repeat=to_int(*get("xla_repeat")),
+        min_run_time=to_seconds(*get("xla_min_run_time")),
         baseline_backend=auto_baseline(env) if baseline[0] == "auto" else baseline[0],
         baseline_auto=baseline[0] == "auto",
         threads=to_threads(*get("xla_threads")),

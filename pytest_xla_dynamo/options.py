@@ -111,6 +111,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("iterations-per-run", "iterations per timed run, each ending in torch_xla.sync() "
            "(the seed's --iterations-per-run)", "1", metavar="INT", aliases=("--iterations-per-run",)),
     Option("repeat", "timed runs per case; baseline and backend runs interleave", "5", metavar="INT"),
+    Option("min-run-time", "seconds each timed run lasts at least: the iterations per run grow to "
+           "ceil(SECONDS / step) (the faster side's step, from the untimed steps), the same for baseline and "
+           "backend; 0..60, 0 = off (exactly --xla-iterations-per-run)", "0.2", metavar="SECONDS"),
     Option("baseline-backend", "backend the speedup is measured against; 'auto': eager where the XLA device "
            "is the CPU (PJRT_DEVICE=CPU), else trace_everytime", "auto", metavar="NAME"),
     Option("threads", "compute threads of the timed cases, baseline and backend alike (torch's intra-op "

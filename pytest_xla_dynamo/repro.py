@@ -6,6 +6,7 @@ import shlex
 
 from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.options import DEFAULT_SEED
+from pytest_xla_dynamo.timing.calibrate import DEFAULT_MIN_RUN_TIME
 
 
 def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = False,
@@ -33,6 +34,8 @@ def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = 
         args.append("--xla-known-issues=run")
     if timing:
         args += [f"--xla-iterations-per-run={xcfg.iterations_per_run}", f"--xla-repeat={xcfg.repeat}"]
+        if xcfg.min_run_time != DEFAULT_MIN_RUN_TIME:
+            args.append(f"--xla-min-run-time={xcfg.min_run_time:g}")
         if not xcfg.baseline_auto:
             args.append(f"--xla-baseline-backend={xcfg.baseline_backend}")
         if xcfg.threads is not None:

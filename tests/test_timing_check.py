@@ -204,6 +204,9 @@ def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest
         assert record["iterations_per_run"] == 2 and record["repeat"] == 2
         extra = record["extra"]
         assert extra["iterations_per_run"] == 2 and extra["repeat"] == 2
+        # calibrated runs (--xla-min-run-time, default 0.2 s): at least the 2 asked for, the same for both sides
+        assert extra["requested_iterations_per_run"] == 2 <= extra["calibrated_iterations_per_run"]
+        assert extra["min_run_time"] == 0.2 and extra["calibration_step_ms"] > 0
         # the auto baseline: the XLA device is the CPU, so CPU eager
         assert extra["baseline_choice"] == "auto (PJRT_DEVICE)"
         # the thread budget: auto, for torch and XLA:CPU alike
@@ -259,7 +262,7 @@ def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest
         if not extra["interference"]["remeasured"]:
             # pytest-benchmark timed the same runs from outside (seconds per run of 2 iterations)
             inner_ms = record["abs_latency"]
-            outer_ms = b["stats"]["median"] / 2 * 1000
+            outer_ms = b["stats"]["median"] / extra["calibrated_iterations_per_run"] * 1000  # runs are calibrated
             assert inner_ms * 0.999 <= outer_ms <= inner_ms * 1.5 + 0.05
         else:
             assert extra["timer"] == TIMER_REMEASURED

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -158,3 +159,27 @@ def test_machine_busy_counts_every_process_and_reaches_the_runs() -> None:
     log: list[str] = []
     run = timing.timed_run(FakeCase(log, "b", 0.05, busy=True), 2)  # type: ignore[arg-type]
     assert run.machine is not None and run.machine >= run.cpu * 0.5
+
+
+def test_measure_calibrates_one_count_for_both_sides_from_the_untimed_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--xla-min-run-time 0.05 s: the faster side's prime step (0.01 s) sets 5 iterations per run for both."""
+    monkeypatch.setattr(measure_module, "loadavg", lambda: None)
+    clock = FakeClock()
+    monkeypatch.setattr(measure_module, "time", clock)
+    log: list[str] = []
+    case, baseline = FakeCase(log, "case", 0.01, True, clock), FakeCase(log, "base", 0.02, False, clock)
+    result = timing.measure(case, baseline, 2, 3, min_run_time=0.05)  # type: ignore[arg-type]
+    assert (result.requested_iterations, result.iterations_per_run, result.min_run_time) == (2, 5, 0.05)
+    assert result.step_estimate == pytest.approx(0.01)
+    assert result.backend_runs == pytest.approx([0.05] * 3) and result.baseline_runs == pytest.approx([0.1] * 3)
+    assert result.figures.backend == pytest.approx((0.01,) * 3)  # per iteration: over the calibrated count
+    timed = [entry for entry in log if entry.endswith("step")][2:]
+    assert timed == ["base step"] * 5 + ["case step"] * 5 + ["base step"] * 5 + ["case step"] * 5 + [
+        "base step"] * 5 + ["case step"] * 5
+    # a warm-up step below the prime step counts (the lower of the two); the first warm-up step (compile) does not
+    case.warmup = SimpleNamespace(step_seconds=[0.0001, 0.005])  # type: ignore[attr-defined]
+    assert timing.measure(case, baseline, 1, 1, min_run_time=0.05).iterations_per_run == 10  # type: ignore[arg-type]
+    # 0: off, exactly as asked; without priming (--benchmark-disable) nothing is calibrated either
+    assert timing.measure(case, baseline, 2, 1, min_run_time=0.0).iterations_per_run == 2  # type: ignore[arg-type]
+    off = timing.measure(case, baseline, 2, 1, prime=False, min_run_time=0.05)  # type: ignore[arg-type]
+    assert (off.iterations_per_run, off.step_estimate) == (2, None)

@@ -4,7 +4,7 @@ In the spirit of pytorch's ``benchmarks/dynamo/ci_expected_accuracy/*.csv`` and 
 one module per part, all pure Python (no torch):
 
 * :mod:`~pytest_xla_dynamo.gating.labels`: PASS, XFAIL, REGRESSION (pytorch's FAIL), IMPROVED,
-  MISSING, PASS_BUT_FLAKY, FAIL_BUT_FLAKY, SLOWER; their severity; the gate's exit status;
+  MISSING, PASS_BUT_FLAKY, FAIL_BUT_FLAKY, SLOWER, UNRELIABLE, NOISY; their severity; the gate's exit status;
 * :mod:`~pytest_xla_dynamo.gating.expected`: the expected-results CSV (one row per case
   ``(name, backend, mode)``, columns :data:`COLUMNS`, sorted);
 * :mod:`~pytest_xla_dynamo.gating.run`: the session's records merged per case (status from the
@@ -42,6 +42,7 @@ from pytest_xla_dynamo.gating.labels import (
     GATE_FAILED_EXIT,
     IMPROVED,
     MISSING,
+    NOISY,
     PASS,
     PASS_BUT_FLAKY,
     REGRESSION,
@@ -63,6 +64,7 @@ from pytest_xla_dynamo.gating.rules import (
     fallback_rule,
     graph_break_rule,
     missing_rule,
+    noise_aware_speedup_rule,
     overall_label,
     recompile_rule,
     speedup_rule,
@@ -80,11 +82,11 @@ from pytest_xla_dynamo.gating.update import UpdateStats, merge_update
 
 __all__ = [
     "COLUMNS", "FAILING", "FAIL_BUT_FLAKY", "FLAKY_LABELS", "GATE_FAILED_EXIT", "GRAPH_FIELDS", "IMPROVED",
-    "KEY_COLUMNS", "MISSING", "PASS", "PASS_BUT_FLAKY", "REGRESSION", "SEVERITY", "SLOWER", "XFAIL",
+    "KEY_COLUMNS", "MISSING", "NOISY", "PASS", "PASS_BUT_FLAKY", "REGRESSION", "SEVERITY", "SLOWER", "XFAIL",
     "CaseRow", "CaseVerdict", "ExpectedFileError", "Finding", "GateResult", "GatingPlugin", "Key", "RunCase",
     "TimingCase", "UpdateStats", "cases_from_records", "check_paths", "compare", "compare_case", "count_rule",
     "fallback_rule", "format_expected", "graph_break_rule", "headline", "merge_update", "missing_rule",
-    "overall_label", "parse_expected", "read_expected", "read_timing_baseline", "recompile_rule",
-    "render_markdown", "speedup_rule", "status_rule", "timing_from_records", "unique_graphs_rule",
+    "noise_aware_speedup_rule", "overall_label", "parse_expected", "read_expected", "read_timing_baseline",
+    "recompile_rule", "render_markdown", "speedup_rule", "status_rule", "timing_from_records", "unique_graphs_rule",
     "write_expected",
 ]

@@ -1,7 +1,8 @@
 """The gate's labels: what a rule can say about a case, how severe it is, and the gate's exit status.
 
 The labels follow pytorch's ``benchmarks/dynamo/check_accuracy.py`` (its FAIL is our REGRESSION),
-plus SLOWER for the optional speedup gate and UNRELIABLE when it skips an untrusted timing.
+plus SLOWER for the optional speedup gate, UNRELIABLE when it skips an untrusted timing and NOISY when a
+case's noise is too large to gate at the asked ratio.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ MISSING = "MISSING"
 PASS_BUT_FLAKY = "PASS_BUT_FLAKY"
 FAIL_BUT_FLAKY = "FAIL_BUT_FLAKY"
 UNRELIABLE = "UNRELIABLE"  # the speed gate skipped a case whose timing is unreliable (reported, not failing)
+NOISY = "NOISY"  # the speed gate cannot tell the asked change from the case's noise (reported, not failing)
 
 #: Most severe first: a case's overall label is the most severe label of its findings.
-SEVERITY = (REGRESSION, SLOWER, FAIL_BUT_FLAKY, IMPROVED, PASS_BUT_FLAKY, UNRELIABLE, MISSING, XFAIL, PASS)
+SEVERITY = (REGRESSION, SLOWER, FAIL_BUT_FLAKY, IMPROVED, PASS_BUT_FLAKY, UNRELIABLE, NOISY, MISSING, XFAIL, PASS)
 #: Labels that fail the session (IMPROVED too with ``--xla-strict-improved``).
 FAILING = frozenset({REGRESSION, SLOWER})
 FLAKY_LABELS = frozenset({PASS_BUT_FLAKY, FAIL_BUT_FLAKY})

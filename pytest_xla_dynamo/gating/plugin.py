@@ -21,6 +21,7 @@ import pytest
 
 from pytest_xla_dynamo.gating.expected import CaseRow, ExpectedFileError, read_expected, read_metadata, write_expected
 from pytest_xla_dynamo.gating.labels import GATE_FAILED_EXIT, UNFINISHED_EXITS, Key
+from pytest_xla_dynamo.gating.noise import noise_note, read_timing_noise
 from pytest_xla_dynamo.gating.paths import check_paths, write_summary
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines, verdict_line
 from pytest_xla_dynamo.gating.rules import GateResult, compare
@@ -42,6 +43,7 @@ class GatingPlugin:
         self.xcfg = xcfg = session.xcfg
         self.expected: dict[Key, CaseRow] | None = None
         self.baseline: dict[Key, float] | None = None
+        self.baseline_noise: dict[Key, float] = {}  # the stored baseline's speedup noise (the noise-aware gate)
         self._failed_nodeids: set[str] = set()
         self.result: GateResult | None = None
         self.run_cases: dict[Key, RunCase] = {}
@@ -60,6 +62,7 @@ class GatingPlugin:
                 self.expected_metadata = read_metadata(xcfg.expected)
             if xcfg.min_speedup_ratio is not None and xcfg.timing_baseline is not None:
                 self.baseline = read_timing_baseline(xcfg.timing_baseline)
+                self.baseline_noise = read_timing_noise(xcfg.timing_baseline)
         except (ExpectedFileError, OSError) as err:
             raise pytest.UsageError(f"xla-dynamo gate: {err}") from None
 
@@ -99,7 +102,8 @@ class GatingPlugin:
             if self.kernel_note and not self.xcfg.update_expected:
                 lines.append(self.kernel_note)
         if self.xcfg.min_speedup_ratio is not None:
-            lines.append(f"xla-dynamo gate: speedup >= {self.xcfg.min_speedup_ratio:g} x {self.xcfg.timing_baseline}")
+            lines.append(f"xla-dynamo gate: speedup >= {self.xcfg.min_speedup_ratio:g} x {self.xcfg.timing_baseline}"
+                         + noise_note(self.baseline, self.baseline_noise))
         return lines
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -132,7 +136,8 @@ class GatingPlugin:
         self.run_cases = cases_from_records(store)
         if self.expected is not None or self.baseline is not None:
             self.result = compare(self.expected, self.run_cases, timing=timing_from_records(store),
-                                  baseline=self.baseline, min_speedup_ratio=xcfg.min_speedup_ratio)
+                                  baseline=self.baseline, min_speedup_ratio=xcfg.min_speedup_ratio,
+                                  baseline_noise=self.baseline_noise)
         if xcfg.update_expected and xcfg.expected is not None:
             self._update(xcfg.expected)
         elif self.result is not None and self.result.failed(xcfg.strict_improved):

@@ -17,6 +17,7 @@ from pytest_xla_dynamo.gating.labels import (
     GATE_FAILED_EXIT,
     IMPROVED,
     MISSING,
+    NOISY,
     PASS,
     PASS_BUT_FLAKY,
     SEVERITY,
@@ -61,7 +62,7 @@ def headline(result: GateResult | None, *, failed_tests: int, strict_improved: b
     if result is not None:
         counts = result.counts()
         notes.append(f"{_plural(counts[PASS] + counts[XFAIL], 'case')} as expected")
-        for label in (IMPROVED, PASS_BUT_FLAKY, FAIL_BUT_FLAKY, UNRELIABLE, MISSING):
+        for label in (IMPROVED, PASS_BUT_FLAKY, FAIL_BUT_FLAKY, UNRELIABLE, NOISY, MISSING):
             if counts[label]:
                 notes.append(f"{counts[label]} {label.lower().replace('_', ' ')}")
     if problems:  # when only tests failed, say what the gate found
@@ -94,6 +95,7 @@ def _markdown_sections(result: GateResult, repro_prefix: str) -> list[str]:
         lines += [f"### Improved ({len(improved)})", ""]
         lines += [f"- **{case_name(v.key)}**: {v.details([IMPROVED])}" for v in improved]
         lines += ["", "Update the expected file with `--xla-update-expected` if the change is intended.", ""]
+    lines += _markdown_speed_notes(result)
     missing = result.with_label(MISSING)
     if missing:
         lines += [f"### Missing ({len(missing)})", ""]
@@ -112,6 +114,22 @@ def _markdown_sections(result: GateResult, repro_prefix: str) -> list[str]:
             detail = "; ".join(f.detail for f in v.findings if f.what == "status") or "flaky"
             lines.append(f"- {case_name(v.key)}: {v.label}: {detail}{runs}")
         lines.append("")
+    return lines
+
+
+def _markdown_speed_notes(result: GateResult) -> list[str]:
+    """The speed gate's notes: cases it could not gate (too noisy for the asked ratio; timing unreliable)."""
+    lines: list[str] = []
+    for label, title, why in (
+            (NOISY, "Speed gate: too noisy to gate", "Their noise is too large to tell the asked change from chance "
+             "(reported, not failing): measure them with more `--xla-repeat` or a longer `--xla-min-run-time`, "
+             "on a quieter machine, and record the baseline again."),
+            (UNRELIABLE, "Speed gate: timing unreliable", "Disturbed by other load (reported, not failing).")):
+        found = result.with_label(label)
+        if found:
+            lines += [f"### {title} ({len(found)})", "", why, ""]
+            lines += [f"- **{case_name(v.key)}**: {v.details([label])}" for v in found]
+            lines.append("")
     return lines
 
 
@@ -193,9 +211,10 @@ def terminal_lines(result: GateResult | None, *, updating: bool, strict_improved
             repro = with_prefix(v.repro(labels), repro_prefix)
             if repro and title == "REGRESSION":
                 lines.append((f"    reproduce: {repro}", {}))
-    for v in result.with_label(UNRELIABLE):
-        lines.append((f"{UNRELIABLE:<15} {case_name(v.key)}: {v.details([UNRELIABLE])}; reported, not failing",
-                      {"yellow": True}))
+    for label in (UNRELIABLE, NOISY):
+        for v in result.with_label(label):
+            lines.append((f"{label:<15} {case_name(v.key)}: {v.details([label])}; reported, not failing",
+                          {"yellow": True}))
     missing = result.with_label(MISSING)
     if missing and not updating:
         shown = ", ".join(case_name(v.key) for v in missing[:5])

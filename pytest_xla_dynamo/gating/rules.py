@@ -7,6 +7,7 @@ case and gives a :class:`GateResult`, whose :meth:`GateResult.failed` is the gat
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -17,6 +18,7 @@ from pytest_xla_dynamo.gating.labels import (
     FAILING,
     IMPROVED,
     MISSING,
+    NOISY,
     PASS,
     PASS_BUT_FLAKY,
     REGRESSION,
@@ -122,14 +124,63 @@ def missing_rule(in_file: bool, in_run: bool) -> Finding | None:
     return None
 
 
-def speedup_rule(baseline: float | None, actual: float | None, ratio: float, unreliable: str = "") -> Finding | None:
+NOISE_Z = 2.0
+"""The noise-aware speed gate's margin, in combined standard errors: a case is gated at the asked ratio only
+when NOISE_Z x sqrt(baseline noise^2 + run noise^2) <= 1 - ratio (at 0.9: a combined noise of 5% or less).
+Two standard errors keep a chance drop below the floor to ~2% of an unchanged case's runs where the noise
+is normal, and cover the MAD's own uncertainty at R = 5 (:mod:`pytest_xla_dynamo.timing.noise`)."""
+
+
+def noise_tolerance(baseline_noise: float | None, noise: float | None) -> float | None:
+    """How far the speedup may drop by chance (relative): NOISE_Z x the two noises combined; None when
+    either side has no noise figure (the plain ratio then)."""
+    if baseline_noise is None or noise is None:
+        return None
+    return NOISE_Z * math.hypot(baseline_noise, noise)
+
+
+def noise_aware_speedup_rule(baseline: float, actual: float, ratio: float, baseline_noise: float,
+                             noise: float) -> Finding | None:
+    """The speed gate with both noises known. A case whose tolerance (:func:`noise_tolerance`) fits in the
+    asked drop (1 - ``ratio``) is gated at ``ratio`` x baseline, as the plain rule. A noisier one cannot tell
+    that drop from chance: below baseline x (1 - tolerance) it is still SLOWER (slower beyond its noise),
+    else NOISY, a note that fails nothing and says the noise."""
+    combined = math.hypot(baseline_noise, noise)
+    tolerance = NOISE_Z * combined
+    asked = 1.0 - ratio
+    noise_text = f"noise ±{combined:.1%} (this run ±{noise:.1%}, baseline ±{baseline_noise:.1%})"
+    figures = f"{baseline:.3g}", f"{actual:.3g}"
+    if tolerance <= asked:
+        floor = ratio * baseline
+        if actual < floor:
+            return Finding(SLOWER, "speedup", f"speedup {actual:.2f}x < {ratio:g} x baseline {baseline:.2f}x = "
+                           f"{floor:.2f}x ({noise_text})", *figures)
+        return None
+    change = f"{asked:.0%}" if asked > 0 else f"ratio {ratio:g}"
+    floor = baseline * max(0.0, 1.0 - tolerance)
+    if actual < floor:
+        return Finding(SLOWER, "speedup", f"speedup {actual:.2f}x < baseline {baseline:.2f}x x (1 - {NOISE_Z:g} x "
+                       f"{combined:.1%}) = {floor:.2f}x: slower beyond its noise (too noisy to gate at {change}: "
+                       f"{noise_text})", *figures)
+    return Finding(NOISY, "speedup", f"cannot gate at {change}: {noise_text}, {NOISE_Z:g} x noise = {tolerance:.1%}; "
+                   f"speedup {actual:.2f}x against baseline {baseline:.2f}x (the floor at this noise: {floor:.2f}x)",
+                   *figures)
+
+
+def speedup_rule(baseline: float | None, actual: float | None, ratio: float, unreliable: str = "", *,
+                 baseline_noise: float | None = None, noise: float | None = None) -> Finding | None:
     """The speedup gate: a speedup below ``ratio`` x the baseline speedup is SLOWER (a regression). An
-    ``unreliable`` figure (the reason given) is never compared: UNRELIABLE, a note that fails nothing."""
+    ``unreliable`` figure (the reason given) is never compared: UNRELIABLE, a note that fails nothing. With
+    the noise of both the baseline and this run (:mod:`pytest_xla_dynamo.timing.noise`) the rule is
+    :func:`noise_aware_speedup_rule`; without either (a baseline written before the noise was recorded, a
+    run of fewer than 3 timed runs) the plain ratio, as before."""
     if baseline is None or actual is None:
         return None
     if unreliable:
         return Finding(UNRELIABLE, "speedup", f"speed gate skipped: the timing is unreliable ({unreliable})",
                        f"{baseline:.3g}", f"{actual:.3g}")
+    if baseline_noise is not None and noise is not None:
+        return noise_aware_speedup_rule(baseline, actual, ratio, baseline_noise, noise)
     floor = ratio * baseline
     if actual < floor:
         return Finding(SLOWER, "speedup", f"speedup {actual:.2f}x < {ratio:g} x baseline {baseline:.2f}x "
@@ -223,8 +274,9 @@ def compare_case(expected: CaseRow | None, run: RunCase | None, *, compare_rows:
 
 def compare(expected: Mapping[Key, CaseRow] | None, run: Mapping[Key, RunCase], *,
             timing: Mapping[Key, TimingCase] | None = None, baseline: Mapping[Key, float] | None = None,
-            min_speedup_ratio: float | None = None) -> GateResult:
-    """Apply every rule to every case of the expected file, the run and (with a ratio) the timing."""
+            min_speedup_ratio: float | None = None, baseline_noise: Mapping[Key, float] | None = None) -> GateResult:
+    """Apply every rule to every case of the expected file, the run and (with a ratio) the timing
+    (``baseline_noise``: the stored baseline's speedup noise per case, for the noise-aware rule)."""
     compare_rows = expected is not None
     expected = expected or {}
     timing = timing or {}
@@ -236,7 +288,8 @@ def compare(expected: Mapping[Key, CaseRow] | None, run: Mapping[Key, RunCase], 
         tcase = timing.get(key)
         if speed_gate and tcase is not None:
             assert baseline is not None and min_speedup_ratio is not None
-            found = speedup_rule(baseline.get(key), tcase.speedup, min_speedup_ratio, tcase.unreliable)
+            found = speedup_rule(baseline.get(key), tcase.speedup, min_speedup_ratio, tcase.unreliable,
+                                 baseline_noise=(baseline_noise or {}).get(key), noise=tcase.noise)
             if found is not None:
                 findings.append(replace(found, repro=tcase.repro))
         verdicts.append(CaseVerdict(key, overall_label(findings), findings, expected.get(key), run.get(key),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pytest_xla_dynamo.gating.expected import GRAPH_FIELDS, CaseRow, ExpectedFileError
 from pytest_xla_dynamo.gating.labels import Key
+from pytest_xla_dynamo.gating.noise import record_noise
 from pytest_xla_dynamo.records import PASSING, UNRELIABLE, CaseRecord, worst_status
 from pytest_xla_dynamo.repro import nodeid_command
 
@@ -43,6 +44,7 @@ class TimingCase:
     speedup: float
     repro: str = ""
     unreliable: str = ""  # why the figure is not trusted (a timing record of status ``unreliable``): never gated
+    noise: float | None = None  # the speedup's noise (gating.noise.record_noise), for the noise-aware gate
 
 
 def repro_of(record: CaseRecord) -> str:
@@ -124,7 +126,7 @@ def timing_from_records(records: Iterable[CaseRecord]) -> dict[Key, TimingCase]:
         if record.suite != "timing" or record.speedup is None:
             continue
         why = unreliable_reason(record)
-        found = TimingCase(record.key, float(record.speedup), repro_of(record), why)
+        found = TimingCase(record.key, float(record.speedup), repro_of(record), why, record_noise(record))
         current = out.get(record.key)
         if (current is None or (current.unreliable and not why)
                 or (bool(current.unreliable) == bool(why) and found.speedup < current.speedup)):

@@ -79,6 +79,7 @@ class TimingContext:
     threads: int
     thread_budget: JsonObject  # timing.threads.ThreadBudget.to_dict() and torch's thread count ("torch")
     baseline_choice: str  # how the baseline backend was chosen
+    min_run_time: float | None = None  # --xla-min-run-time (s; 0: not calibrated; None: a report from before it)
 
 
 @dataclass
@@ -97,6 +98,10 @@ class TimingRuns:
     xdist_workers: int
     loadavg_1min: float | None
     machine_lock_wait_s: float | None = None  # the timed runs' wait for the xdist workers' machine lock (None: none)
+    # --xla-min-run-time's calibration (None: a report from before it)
+    requested_iterations_per_run: int | None = None  # --xla-iterations-per-run
+    calibrated_iterations_per_run: int | None = None  # what the timed runs ran
+    calibration_step_ms: float | None = None  # the step estimate the count came from (None: not calibrated)
 
 
 @dataclass
@@ -154,6 +159,10 @@ class TimingStats:
     backend_cpu_wall: float | None
     interference: Interference
     memory: MemoryFigures
+    # the speedup's noise (timing.noise; None: fewer than 3 runs, or a report from before it)
+    speedup_noise: float | None = None  # the relative standard error of the median speedup
+    speedup_noise_statistic: str | None = None  # how it was computed
+    run_speedups: list[float] | None = None  # baseline run i / backend run i
 
 
 @dataclass

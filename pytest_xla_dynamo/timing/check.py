@@ -15,6 +15,10 @@ Both cases run with the session's thread budget (:mod:`~pytest_xla_dynamo.timing
 runs look disturbed (:mod:`~pytest_xla_dynamo.timing.interference`) is measured again, at most
 ``REMEASURE_LIMIT`` times; still disturbed, it is recorded ``unreliable`` with the reasons, its speedup
 kept but flagged, and a warning.
+
+With ``--xla-min-run-time`` the runs are calibrated (:mod:`~pytest_xla_dynamo.timing.calibrate`; the record
+keeps the requested and the calibrated iterations per run), and every record of 3 or more runs carries its
+speedup's noise (:mod:`~pytest_xla_dynamo.timing.noise`), which the speed gate reads.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from pytest_xla_dynamo.session import CaseCheck, XlaSession
 from pytest_xla_dynamo.timing import interference
 from pytest_xla_dynamo.timing.measure import Measurement, measure
 from pytest_xla_dynamo.timing.memory import device_memory, memory_figures
+from pytest_xla_dynamo.timing.noise import noise_fields
 from pytest_xla_dynamo.timing.stats import SPEEDUP_STATISTIC, compilation_latency
 from pytest_xla_dynamo.timing.threads import apply_torch_threads
 from pytest_xla_dynamo.workers.machine_lock import NoLock
@@ -56,7 +61,7 @@ TIMER_OWN = "perf_counter loop (pytest-benchmark disabled itself{why})"
 TIMER_NO_BENCHMARK = "perf_counter loop (the test does not use pytest-benchmark's benchmark fixture)"
 TIMER_REMEASURED = ("perf_counter loop (re-measured after interference; pytest-benchmark's figures are the "
                     "first attempt's)")
-STATS_UNIT = "seconds per timed run of iterations_per_run iterations"
+STATS_UNIT = "seconds per timed run of calibrated_iterations_per_run iterations"
 BENCHMARK_GROUP = "xla-dynamo timing: {mode}"  # one pytest-benchmark table per mode
 
 
@@ -100,6 +105,15 @@ def verdict(interference: Interference) -> tuple[str, str]:
         return "pass", ""
     return UNRELIABLE, (f"timing unreliable: {'; '.join(reasons)} (measured {len(interference.attempts)} times; "
                         "the speedup is kept but not trusted)")
+
+
+def calibration_fields(measured: Measurement) -> dict[str, Any]:
+    """The record's calibration figures: the iterations per run asked for and run, and the step estimate the
+    count came from (ms; None when not calibrated)."""
+    step = measured.step_estimate
+    return {"requested_iterations_per_run": measured.requested_iterations,
+            "calibrated_iterations_per_run": measured.iterations_per_run,
+            "calibration_step_ms": None if step is None else round(step * 1000, 4)}
 
 
 def _ms(values: list[float], iterations: int) -> list[float]:
@@ -163,7 +177,8 @@ class XlaTiming(CaseCheck):
             **self._fields(spec, backend, mode, self._repro(backend, timing=True)), baseline=base_backend.name,
             iterations_per_run=iterations, repeat=repeat)
         context = TimingContext(iterations, repeat, budget.threads, thread_info,
-                                "auto (PJRT_DEVICE)" if xcfg.baseline_auto else "--xla-baseline-backend")
+                                "auto (PJRT_DEVICE)" if xcfg.baseline_auto else "--xla-baseline-backend",
+                                xcfg.min_run_time)
         return _Run(spec, backend, base_backend, mode, budget.threads, budget.cores, base_fields, context)
 
     def _timer(self) -> tuple[str, bool, bool]:
@@ -194,11 +209,14 @@ class XlaTiming(CaseCheck):
             if user_disabled:  # pytest-benchmark runs setup and target once
                 measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
                 return _Timed(measured, attempts, timer, user_disabled, waited)
-            measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic)
+            min_run_time = self.session.xcfg.min_run_time
+            measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic,
+                               min_run_time=min_run_time)
             attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
             recompiles = measured.recompiles
             while attempts[-1].reasons and len(attempts) <= interference.REMEASURE_LIMIT:
-                measured = measure(case, baseline, iterations, repeat, None)  # pedantic runs once per test
+                measured = measure(case, baseline, iterations, repeat, None,  # pedantic runs once per test
+                                   min_run_time=min_run_time)
                 attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
                 recompiles += measured.recompiles
                 timer = TIMER_REMEASURED
@@ -209,7 +227,7 @@ class XlaTiming(CaseCheck):
         """Record the timed case (``not_measured`` under ``--benchmark-disable``, ``unreliable`` when still
         disturbed), give pytest-benchmark its figures and warn about recompiles and interference."""
         assert case.warmup is not None and baseline.warmup is not None
-        session, item, measured, iterations = self.session, self.item, timed.measured, run.fields["iterations_per_run"]
+        session, item, measured, iterations = self.session, self.item, timed.measured, timed.measured.iterations_per_run
         counts = case.warmup.figures(run.backend)
         comp_latency = compilation_latency(case.warmup.step_seconds, baseline.warmup.step_seconds)
         runs = TimingRuns(
@@ -217,7 +235,7 @@ class XlaTiming(CaseCheck):
             _ms(measured.backend_cpu, iterations), _ms(measured.baseline_cpu, iterations),
             [round(s, 4) for s in case.warmup.step_seconds], [round(s, 4) for s in baseline.warmup.step_seconds],
             case.warmup.step_seconds[0], measured.recompiles, session.worker_count, measured.load,
-            round(timed.lock_wait, 3) if session.worker_count > 1 else None)
+            round(timed.lock_wait, 3) if session.worker_count > 1 else None, **calibration_fields(measured))
         measured_fields: dict[str, Any] = dict(
             compilation_latency=comp_latency, recompiles=measured.recompiles, **counts, **run.fields)
         if timed.user_disabled:
@@ -248,7 +266,8 @@ class XlaTiming(CaseCheck):
                                 device_memory(run.backend), isolated=self.session.child_output is not None)
         return TimingStats(SPEEDUP_STATISTIC, figures.baseline_spread, round(figures.backend_min_ms, 4),
                            round(figures.baseline_min_ms, 4), final.baseline_cpu_wall, final.backend_cpu_wall,
-                           Interference(timed.attempts), memory)
+                           Interference(timed.attempts), memory,
+                           **noise_fields(timed.measured.baseline_runs, timed.measured.backend_runs))
 
     def _benchmark_info(self, run: _Run, case: PreparedCase, record: CaseRecord, timed: _Timed,
                         stats: TimingStats, comp_latency: float | None, counts: dict[str, Any]) -> None:
@@ -259,6 +278,8 @@ class XlaTiming(CaseCheck):
         self.benchmark.extra_info.update({
             "model": run.spec.name, "backend": run.backend.name, "mode": run.mode,
             "baseline_backend": run.base_backend.name, "iterations_per_run": run.fields["iterations_per_run"],
+            "calibrated_iterations_per_run": timed.measured.iterations_per_run,
+            "min_run_time": timed.measured.min_run_time, "speedup_noise": stats.speedup_noise,
             "repeat": run.fields["repeat"], "stats_unit": STATS_UNIT,
             "status": record.status, "speedup": record.speedup, "speedup_statistic": SPEEDUP_STATISTIC,
             "abs_latency_ms": record.abs_latency, "baseline_latency_ms": record.baseline_latency,

@@ -9,7 +9,9 @@ drift cancels (pytest-benchmark's ``pedantic`` with the baseline run as its unti
 Each run records its wall time (``perf_counter``), the process's CPU time (``process_time``: all of
 its threads, XLA:CPU's included) and the whole machine's busy CPU time (``/proc/stat``), so that the CPU
 other processes took during the run is known; the 1-minute load average is read before and after the runs,
-for :mod:`~pytest_xla_dynamo.timing.interference`.
+for :mod:`~pytest_xla_dynamo.timing.interference`. With ``--xla-min-run-time`` the untimed prime step of
+each side is timed too, and N grows so that each run lasts at least that long, the same N for both sides
+(:mod:`~pytest_xla_dynamo.timing.calibrate`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_xla_dynamo.timing.calibrate import calibrated_iterations, step_estimate
 from pytest_xla_dynamo.timing.stats import Figures
 
 if TYPE_CHECKING:
@@ -92,7 +95,10 @@ class Measurement:
     backend_machine: list[float | None] = field(default_factory=list)
     baseline_machine: list[float | None] = field(default_factory=list)
     recompiles: int = 0
-    iterations_per_run: int = 1
+    iterations_per_run: int = 1  # the runs' iterations: calibrated (--xla-min-run-time) when it asked for more
+    requested_iterations: int = 1  # --xla-iterations-per-run
+    min_run_time: float = 0.0  # --xla-min-run-time (0: not calibrated)
+    step_estimate: float | None = None  # seconds per step the calibration used (the faster side's)
     load_before: float | None = None
     load_after: float | None = None
 
@@ -114,8 +120,9 @@ class Measurement:
 
 
 def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat: int,
-            pedantic: Pedantic | None = None, prime: bool = True) -> Measurement:
-    """Time ``repeat`` interleaved runs of ``baseline`` then ``case``, ``iterations`` steps each.
+            pedantic: Pedantic | None = None, prime: bool = True, min_run_time: float = 0.0) -> Measurement:
+    """Time ``repeat`` interleaved runs of ``baseline`` then ``case``, ``iterations`` steps each (more with
+    ``min_run_time`` > 0 and ``prime``: enough for each run to last that long, the same for both cases).
 
     ``pedantic`` is ``benchmark.pedantic`` (it times the backend's runs for pytest-benchmark; the
     baseline's run is its ``setup``); None runs the same interleaving directly. Both cases must be
@@ -123,14 +130,23 @@ def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat:
     """
     from pytest_xla_dynamo.core import metrics
 
-    result = Measurement(iterations_per_run=iterations)
+    result = Measurement(iterations_per_run=iterations, requested_iterations=iterations, min_run_time=min_run_time)
+    untimed: list[list[float | None]] = []
     for c in (baseline, case):
         c.reset()  # initial weights, then sync
         if prime:
+            start = time.perf_counter()
             run_iterations(c, 1)  # untimed: wakes the thread pools (the warm-up may be long past)
+            primed = time.perf_counter() - start
             c.drop_grads()
+            warmup = getattr(c, "warmup", None)
+            warm = warmup.step_seconds[1:] if warmup is not None else []  # the first step compiled
+            untimed.append([primed, *warm[-1:]])
         c.backend.sync()
         c.backend.wait()  # before the first timed run: nothing pending on the device
+    if prime and min_run_time > 0:
+        result.step_estimate = step_estimate(*untimed)
+        iterations = result.iterations_per_run = calibrated_iterations(iterations, min_run_time, result.step_estimate)
     before = metrics.snapshot()
     result.load_before = loadavg()
 

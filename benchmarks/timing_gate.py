@@ -1,0 +1,167 @@
+"""The speed gate against an injected regression: K gate runs unmodified and K with the backend slowed.
+
+    PJRT_DEVICE=CPU python benchmarks/timing_gate.py [--models resnet18,BERT_pytorch] [--modes train]
+        [--backends trace_once] [--runs 2] [--slowdown 0.10] [--ratio 0.9] [--repeat 5] [--min-run-time 0.2]
+        [--ignore-interference] [--out DIR] [-- extra pytest args]
+
+First one pytest subprocess records the timing baseline (``suites/test_timing.py --xla-report=json``,
+unmodified). Then 2K gate runs against it (``--xla-timing-baseline``, ``--xla-min-speedup-ratio``), alternating
+unmodified and *slowed* (``benchmarks/slowdown_plugin.py`` with ``XLA_GATE_SLOWDOWN=F``: the backend's time per
+iteration x 1 / (1 - F), so its speedup x (1 - F); the baseline is never slowed), so that drift of the machine
+falls on both alike. Printed per run: exit status, load average before and after, and per case the baseline's
+speedup and noise, this run's, their ratio, the iterations per run (requested -> calibrated) and the gate's
+verdict as its Markdown summary gives it; at the end the counts of SLOWER and NOISY per condition (SLOWER in
+an unmodified run is a false alarm, a slowed case that is not SLOWER a miss). Every run loads the plugin (with
+F = 0 in the baseline and unmodified runs), so all processes run the same code. A record flagged ``unreliable``
+(other load) is never gated, and an unreliable baseline record is no baseline: on a loaded machine nothing may
+be gated. ``--ignore-interference`` (test-only, ``XLA_GATE_IGNORE_INTERFERENCE=1``) turns the interference
+rules off so that the verdicts can be shown there; its figures say nothing about the false-alarm rate.
+Figures only, nothing asserted;
+the exit status is 0 unless a subprocess gave no report. resnet18 and BERT_pytorch training, trace once, K = 2:
+about 10 minutes on 2 quiet cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "suites" / "test_timing.py"
+REPORT = "xla-dynamo.jsonl"
+Key = tuple[str, str, str]
+
+
+def load() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "?"
+
+
+def pytest_cmd(args: argparse.Namespace, out: Path, rest: list[str], *, gate: Path | None) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", str(SUITE), f"--xla-models={args.models}", f"--xla-modes={args.modes}",
+           f"--xla-backend={args.backends}", f"--xla-repeat={args.repeat}", f"--xla-min-run-time={args.min_run_time}",
+           f"--xla-iterations-per-run={args.iterations_per_run}", "--xla-report=json", f"--xla-report-dir={out}",
+           "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    if gate is not None:
+        cmd += [f"--xla-timing-baseline={gate}", f"--xla-min-speedup-ratio={args.ratio}",
+                f"--xla-summary={out / 'summary.md'}"]
+    return [*cmd, "-p", "benchmarks.slowdown_plugin", *rest]
+
+
+def run(args: argparse.Namespace, label: str, out: Path, rest: list[str], *, gate: Path | None = None,
+        slowed: bool = False) -> tuple[int, dict[Key, dict[str, Any]], dict[Key, str]]:
+    """One pytest subprocess: (exit status, its timing records by case, the gate's verdict by case)."""
+    env = dict(os.environ)
+    env["XLA_GATE_SLOWDOWN"] = str(args.slowdown) if slowed else "0"
+    env["XLA_GATE_IGNORE_INTERFERENCE"] = "1" if args.ignore_interference else "0"
+    before, start = load(), time.perf_counter()
+    proc = subprocess.run(pytest_cmd(args, out, rest, gate=gate), cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)
+    tail = [line for line in proc.stdout.splitlines() if " passed" in line or " failed" in line][-1:]
+    print(f"{label}: exit {proc.returncode}, {time.perf_counter() - start:.0f} s, load {before} -> {load()}; "
+          f"{tail[0].strip('= ') if tail else ''}", flush=True)
+    path = out / REPORT
+    if not path.exists():
+        print(proc.stdout[-3000:] + proc.stderr[-3000:])
+        return proc.returncode, {}, {}
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    timing = {(r["name"], r["backend"], r["mode"]): r for r in records if r.get("suite") == "timing"}
+    return proc.returncode, timing, verdicts(out / "summary.md")
+
+
+def verdicts(summary: Path) -> dict[Key, str]:
+    """The verdict column of the gate's Markdown summary (its table of all cases) by case."""
+    if not summary.exists():
+        return {}
+    out: dict[Key, str] = {}
+    for line in summary.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) >= 5 and cells[0] not in ("model", "---"):
+            out[(cells[0], cells[1], cells[2])] = cells[-1]
+    return out
+
+
+def noise(record: dict[str, Any] | None) -> str:
+    value = ((record or {}).get("extra") or {}).get("speedup_noise")
+    return f"±{value:.1%}" if isinstance(value, (int, float)) else "±?"
+
+
+def iterations(record: dict[str, Any]) -> str:
+    extra = record.get("extra") or {}
+    return f"{extra.get('requested_iterations_per_run', '?')}->{extra.get('calibrated_iterations_per_run', '?')}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="resnet18,BERT_pytorch")
+    parser.add_argument("--modes", default="train")
+    parser.add_argument("--backends", default="trace_once")
+    parser.add_argument("--runs", type=int, default=2, help="K: gate runs per condition (unmodified, slowed)")
+    parser.add_argument("--slowdown", type=float, default=0.10, help="F: the slowed runs' speedup is (1 - F) x")
+    parser.add_argument("--ratio", type=float, default=0.9, help="--xla-min-speedup-ratio")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--iterations-per-run", type=int, default=1)
+    parser.add_argument("--min-run-time", default="0.2")
+    parser.add_argument("--out", type=Path, help="folder for the reports (default: a temporary one)")
+    parser.add_argument("--ignore-interference", action="store_true",
+                        help="test-only: no record is made unreliable (to show the verdicts on a loaded machine)")
+    args, rest = parser.parse_known_args()
+    rest = [a for a in rest if a != "--"]
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    print(f"cores: {os.cpu_count()}, load at start: {load()}; models {args.models}, modes {args.modes}, backends "
+          f"{args.backends}, repeat {args.repeat}, iterations per run {args.iterations_per_run}, min run time "
+          f"{args.min_run_time} s, gate ratio {args.ratio}, injected slowdown {args.slowdown:.0%} of the speedup, "
+          f"K = {args.runs}" + (", interference rules OFF (test-only)" if args.ignore_interference else ""),
+          flush=True)
+    with tempfile.TemporaryDirectory(prefix="xla-gate-") as name:
+        folder = args.out or Path(name)
+        status, baseline, _ = run(args, "baseline", folder / "baseline", rest)
+        if not baseline:
+            return 1
+        counts: dict[str, dict[str, int]] = {"unmodified": {}, "slowed": {}}
+        failed = False
+        for k in range(1, args.runs + 1):
+            for condition in ("unmodified", "slowed"):
+                label = f"{condition} {k}"
+                status, timing, verdict = run(args, label, folder / label.replace(" ", "-"), rest,
+                                              gate=folder / "baseline" / REPORT, slowed=condition == "slowed")
+                failed = failed or not timing
+                for key in sorted(set(baseline) | set(timing)):
+                    base, now = baseline.get(key), timing.get(key)
+                    b, x = (base or {}).get("speedup"), (now or {}).get("speedup")
+                    ratio = f"{x / b:.3f}" if b and x else "-"
+                    label_ = verdict.get(key, "-")
+                    if label_ == "PASS" and (base is None or base.get("status") == "unreliable"):
+                        label_ = "not gated (no trusted baseline)"
+                    bucket = counts[condition]
+                    bucket[label_] = bucket.get(label_, 0) + 1
+                    injected = ((now or {}).get("extra") or {}).get("injected_matmuls")
+                    base_status = "" if (base or {}).get("status") != "unreliable" else " (unreliable: no baseline)"
+                    print(f"    {' · '.join(key):<36} baseline {b or 0:.3f}x {noise(base):>7}{base_status}  this run "
+                          f"{x or 0:.3f}x {noise(now):>7}  ratio {ratio:>6}  iterations "
+                          f"{iterations(now) if now else '-':>7}  {now.get('status') if now else '-':<10} gate "
+                          f"{label_}" + (f"  (+{injected} matmuls)" if injected else ""), flush=True)
+                print(f"    exit status {status}")
+    print()
+    for condition, found in counts.items():
+        total = sum(found.values())
+        text = ", ".join(f"{n} {label}" for label, n in sorted(found.items()))
+        print(f"{condition}: {total} case verdicts over {args.runs} runs: {text}")
+    unmod, slowed = counts["unmodified"], counts["slowed"]
+    print(f"false alarms (SLOWER unmodified): {unmod.get('SLOWER', 0)}; caught (SLOWER slowed): "
+          f"{slowed.get('SLOWER', 0)} of {sum(slowed.values())}; noisy (cannot gate at {1 - args.ratio:.0%}): "
+          f"{unmod.get('NOISY', 0)} unmodified, {slowed.get('NOISY', 0)} slowed. Load now {load()}.")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
