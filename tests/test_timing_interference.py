@@ -134,3 +134,17 @@ def test_foreign_cores_other_processes_took_during_the_runs() -> None:
     assert Runs("baseline", (0.1,), (0.2,), True, (0.1,)).foreign_cores == 0.0
     assert reasons([busy, quiet], load=1.0, cores=2, threads=1) == [
         "other processes used 1.00 cores during the baseline's runs"]
+
+
+def test_under_the_machine_lock_of_several_workers_the_measured_rules_replace_the_load() -> None:
+    """The load average lags the other workers the lock stopped (mobilenet_v2 under -n 2: load 3.0, others
+    0.00-0.07 cores): with the other processes measured, ``shared`` leaves the load rule out; not measured,
+    the load still counts; the measured rules fire as ever."""
+    quiet = Runs("baseline", (0.1, 0.1), (0.1, 0.1), True, (0.102, 0.101))
+    busy = Runs("backend", (0.1, 0.1), (0.1, 0.1), True, (0.2, 0.2))
+    assert reasons([quiet, quiet], load=3.2, cores=2, threads=1) == ["load 3.2 on 2 cores"]
+    assert reasons([quiet, quiet], load=3.2, cores=2, threads=1, shared=True) == []
+    assert reasons([quiet, busy], load=3.2, cores=2, threads=1, shared=True) == [
+        "other processes used 1.00 cores during the backend's runs"]
+    unmeasured = Runs("baseline", (0.1, 0.1), (0.1, 0.1))
+    assert reasons([unmeasured, quiet], load=3.2, cores=2, threads=1, shared=True) == ["load 3.2 on 2 cores"]

@@ -4,6 +4,7 @@ around the runs, on stand-in cases (in process; ``measure`` reads dynamo's count
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -183,3 +184,27 @@ def test_measure_calibrates_one_count_for_both_sides_from_the_untimed_steps(monk
     assert timing.measure(case, baseline, 2, 1, min_run_time=0.0).iterations_per_run == 2  # type: ignore[arg-type]
     off = timing.measure(case, baseline, 2, 1, prime=False, min_run_time=0.05)  # type: ignore[arg-type]
     assert (off.iterations_per_run, off.step_estimate) == (2, None)
+
+
+def test_settle_waits_for_the_other_processes_to_go_quiet() -> None:
+    """A real busy process for 0.8 s: settle waits while it takes a core (at least most of its life), then
+    returns; a threshold no machine of 2 cores can pass returns after one look; no /proc/stat: no wait."""
+    import subprocess
+    import sys
+
+    code = "import time\nend = time.time() + 0.8\nwhile time.time() < end: pass"
+    busy = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.1)  # started
+        waited = measure_module.settle(quiet_cores=0.3, window=0.1, limit=10.0)
+    finally:
+        busy.wait()
+    assert 0.4 <= waited < 10.0
+    start = time.perf_counter()
+    assert measure_module.settle(quiet_cores=float(os.cpu_count() or 1) + 1, window=0.05) < 1.0
+    assert time.perf_counter() - start < 1.0
+
+
+def test_settle_without_proc_stat_does_not_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(measure_module, "machine_busy", lambda: None)
+    assert measure_module.settle(window=5.0) < 1.0

@@ -42,12 +42,12 @@ from pytest_xla_dynamo.records import (
 )
 from pytest_xla_dynamo.session import CaseCheck, XlaSession
 from pytest_xla_dynamo.timing import interference
-from pytest_xla_dynamo.timing.measure import Measurement, measure
+from pytest_xla_dynamo.timing.measure import Measurement, measure, settle
 from pytest_xla_dynamo.timing.memory import device_memory, memory_figures
 from pytest_xla_dynamo.timing.noise import noise_fields
 from pytest_xla_dynamo.timing.stats import SPEEDUP_STATISTIC, compilation_latency
 from pytest_xla_dynamo.timing.threads import apply_torch_threads
-from pytest_xla_dynamo.workers.machine_lock import NoLock
+from pytest_xla_dynamo.workers.machine_lock import MachineLock, NoLock
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
@@ -86,13 +86,15 @@ def host_bound(backend: Backend) -> bool:
     return not backend.is_xla or (os.environ.get("PJRT_DEVICE", "").strip().upper() or "CPU") == "CPU"
 
 
-def judge(measured: Measurement, base: Backend, backend: Backend, cores: int, threads: int) -> Attempt:
-    """One attempt's interference figures and the reasons to distrust it (``reasons`` empty: none)."""
+def judge(measured: Measurement, base: Backend, backend: Backend, cores: int, threads: int,
+          shared: bool = False) -> Attempt:
+    """One attempt's interference figures and the reasons to distrust it (``reasons`` empty: none); ``shared``:
+    measured under the machine lock of several xdist workers (:func:`interference.reasons`)."""
     sides = [interference.Runs("baseline", tuple(measured.baseline_runs), tuple(measured.baseline_cpu),
                                host_bound(base), tuple(measured.baseline_machine)),
              interference.Runs("backend", tuple(measured.backend_runs), tuple(measured.backend_cpu),
                                host_bound(backend), tuple(measured.backend_machine))]
-    found = interference.reasons(sides, load=measured.load, cores=cores, threads=threads)
+    found = interference.reasons(sides, load=measured.load, cores=cores, threads=threads, shared=shared)
     ratio = {s.label: (None if s.cpu_wall is None else round(s.cpu_wall, 3)) for s in sides}
     others = {s.label: (None if s.foreign_cores is None else round(s.foreign_cores, 3)) for s in sides}
     return Attempt(measured.load, ratio["baseline"], ratio["backend"], others["baseline"], others["backend"], found)
@@ -204,20 +206,23 @@ class XlaTiming(CaseCheck):
         if hasattr(benchmark, "group"):
             benchmark.group = BENCHMARK_GROUP.format(mode=run.mode)
         attempts: list[Attempt] = []
-        # the timed runs hold the machine alone (other xdist workers wait; a no-op without them)
+        # the timed runs hold the machine alone (other xdist workers wait; a no-op without them), once the
+        # other workers' last work (a report sent, a model freed) has ended
+        shared = isinstance(self.session.machine_lock, MachineLock)
         with self.session.machine_lock.exclusive() as waited:
+            waited += settle() if shared else 0.0
             if user_disabled:  # pytest-benchmark runs setup and target once
                 measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
                 return _Timed(measured, attempts, timer, user_disabled, waited)
             min_run_time = self.session.xcfg.min_run_time
             measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic,
                                min_run_time=min_run_time)
-            attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
+            attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads, shared))
             recompiles = measured.recompiles
             while attempts[-1].reasons and len(attempts) <= interference.REMEASURE_LIMIT:
                 measured = measure(case, baseline, iterations, repeat, None,  # pedantic runs once per test
                                    min_run_time=min_run_time)
-                attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads))
+                attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads, shared))
                 recompiles += measured.recompiles
                 timer = TIMER_REMEASURED
         measured.recompiles = recompiles

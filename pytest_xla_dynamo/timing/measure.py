@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_xla_dynamo.timing.calibrate import calibrated_iterations, step_estimate
+from pytest_xla_dynamo.timing.interference import FOREIGN_CORES
 from pytest_xla_dynamo.timing.stats import Figures
 
 if TYPE_CHECKING:
@@ -58,6 +59,30 @@ def machine_busy() -> float | None:
         return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):  # not Linux, or an unexpected format
         return None
+
+
+SETTLE_WINDOW = 0.2
+"""Seconds of one look at the other processes' CPU in :func:`settle` (``/proc/stat`` counts 10 ms ticks)."""
+SETTLE_LIMIT = 3.0
+"""At most this long :func:`settle` waits for the other processes to go quiet."""
+
+
+def settle(quiet_cores: float = FOREIGN_CORES, window: float = SETTLE_WINDOW, limit: float = SETTLE_LIMIT) -> float:
+    """Wait until the other processes use at most ``quiet_cores`` cores over a ``window`` (at most ``limit``
+    seconds); the seconds waited. Called once the machine lock of several xdist workers is held exclusive: the
+    other workers stop at their next test, but the end of their last one (its report sent to the controller,
+    its model freed) can still run beside the first timed runs. No wait where ``/proc/stat`` cannot be read."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit:
+        machine, cpu, begin = machine_busy(), time.process_time(), time.perf_counter()
+        if machine is None:
+            break
+        time.sleep(window)
+        after = machine_busy()
+        others = (after or machine) - machine - (time.process_time() - cpu)
+        if others / (time.perf_counter() - begin) <= quiet_cores:
+            break
+    return time.perf_counter() - start
 
 
 def timed_run(case: PreparedCase, iterations: int) -> RunTime:
