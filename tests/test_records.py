@@ -206,7 +206,8 @@ def test_the_calibration_and_the_noise_are_typed_and_round_trip() -> None:
     """A timing record of --xla-min-run-time's calibrated runs with its speedup noise (issue 31): read typed, written
     back byte for byte; the records of before (no such fields) read as None, not as a guess."""
     cut = STATS.index(', "interference"')  # the noise comes after the statistics, before the interference
-    calibration = '"requested_iterations_per_run": 1, "calibrated_iterations_per_run": 16, "calibration_step_ms": 12.5'
+    calibration = ('"requested_iterations_per_run": 1, "calibrated_iterations_per_run": 16, "calibration_step_ms": '
+                   '12.5, "backend_major_faults": [0, 3], "baseline_major_faults": [12, 0]')
     noise = '"speedup_noise": 0.01234, "speedup_noise_statistic": "MAD", "run_speedups": [0.6, 0.52]'
     calibrated = timing_line("{" + CONTEXT + ', "min_run_time": 0.2, ' + RUNS + ", " + calibration + ", "
                              + STATS[:cut] + ", " + noise + STATS[cut:] + "}", "unreliable")
@@ -216,11 +217,13 @@ def test_the_calibration_and_the_noise_are_typed_and_round_trip() -> None:
     assert timing is not None and timing.runs is not None and timing.stats is not None
     assert timing.context.min_run_time == 0.2 and timing.runs.calibrated_iterations_per_run == 16
     assert timing.runs.requested_iterations_per_run == 1 and timing.runs.calibration_step_ms == 12.5
+    assert timing.runs.backend_major_faults == [0, 3] and timing.runs.baseline_major_faults == [12, 0]
     assert timing.stats.speedup_noise == 0.01234 and timing.stats.run_speedups == [0.6, 0.52]
     before = CaseRecord.from_json(json.loads(OLD_LINES["timing"])).timing
     assert before is not None and before.runs is not None and before.stats is not None
     assert before.context.min_run_time is None and before.runs.calibrated_iterations_per_run is None
     assert before.stats.speedup_noise is None and before.stats.run_speedups is None
+    assert before.runs.backend_major_faults is None
 
 
 def test_the_store_and_the_strict_reader() -> None:

@@ -173,6 +173,8 @@ def _check_judged(record: dict[str, Any]) -> None:
     for side in ("baseline", "backend"):
         assert extra[f"{side}_cpu_wall"] == attempts[-1][f"{side}_cpu_wall"] > 0
         assert len(extra[f"{side}_cpu_ms"]) == len(extra[f"{side}_runs_ms"])
+        faults = extra[f"{side}_major_faults"]  # the pages read back from disk during each run (POSIX)
+        assert len(faults) == len(extra[f"{side}_runs_ms"]) and all(isinstance(f, int) and f >= 0 for f in faults)
 
 
 def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest.Pytester) -> None:

@@ -102,6 +102,9 @@ class TimingRuns:
     requested_iterations_per_run: int | None = None  # --xla-iterations-per-run
     calibrated_iterations_per_run: int | None = None  # what the timed runs ran
     calibration_step_ms: float | None = None  # the step estimate the count came from (None: not calibrated)
+    # the process's major page faults per timed run (pages read back from disk; None: not counted)
+    backend_major_faults: list[int] | None = None
+    baseline_major_faults: list[int] | None = None
 
 
 @dataclass

@@ -60,6 +60,7 @@ JSON_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "JsonObject": (lambda v: isinstance(v, dict), "an object"),
     "list[str]": (_list_of(lambda v: isinstance(v, str)), "a list of strings"),
     "list[int]": (_list_of(_integer), "a list of integers"),
+    "list[int] | None": (lambda v: v is None or _list_of(_integer)(v), "a list of integers or null"),
     "list[float]": (_list_of(_number), "a list of numbers"),
     "list[float] | None": (lambda v: v is None or _list_of(_number)(v), "a list of numbers or null"),
     "list[JsonObject] | None": (lambda v: v is None or _list_of(lambda d: isinstance(d, dict))(v),
@@ -69,7 +70,8 @@ JSON_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
 OPTIONAL_KEYS = frozenset({"capture", "triage", "divergences", "divergences_total", "empty", "eager_peak_mem",
                            "dynamo_peak_mem", "compression_ratio", "machine_lock_wait_s", "min_run_time",
                            "requested_iterations_per_run", "calibrated_iterations_per_run", "calibration_step_ms",
-                           "speedup_noise", "speedup_noise_statistic", "run_speedups"})
+                           "speedup_noise", "speedup_noise_statistic", "run_speedups",
+                           "backend_major_faults", "baseline_major_faults"})
 #: the memory columns, written beside ``memory`` rather than in it (the CSV's names)
 MEMORY_COLUMNS = ("eager_peak_mem", "dynamo_peak_mem", "compression_ratio")
 

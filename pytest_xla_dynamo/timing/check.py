@@ -118,6 +118,11 @@ def calibration_fields(measured: Measurement) -> dict[str, Any]:
             "calibration_step_ms": None if step is None else round(step * 1000, 4)}
 
 
+def _counted(values: list[int | None]) -> list[int] | None:
+    """Per-run counts where every run was counted, else None."""
+    return None if not values or any(v is None for v in values) else [int(v) for v in values if v is not None]
+
+
 def _ms(values: list[float], iterations: int) -> list[float]:
     return [round(s / iterations * 1000, 4) for s in values]
 
@@ -240,7 +245,9 @@ class XlaTiming(CaseCheck):
             _ms(measured.backend_cpu, iterations), _ms(measured.baseline_cpu, iterations),
             [round(s, 4) for s in case.warmup.step_seconds], [round(s, 4) for s in baseline.warmup.step_seconds],
             case.warmup.step_seconds[0], measured.recompiles, session.worker_count, measured.load,
-            round(timed.lock_wait, 3) if session.worker_count > 1 else None, **calibration_fields(measured))
+            round(timed.lock_wait, 3) if session.worker_count > 1 else None, **calibration_fields(measured),
+            backend_major_faults=_counted(measured.backend_faults),
+            baseline_major_faults=_counted(measured.baseline_faults))
         measured_fields: dict[str, Any] = dict(
             compilation_latency=comp_latency, recompiles=measured.recompiles, **counts, **run.fields)
         if timed.user_disabled:

@@ -46,6 +46,7 @@ class RunTime:
     wall: float
     cpu: float
     machine: float | None = None
+    major_faults: int | None = None  # the process's major page faults during the run (None: not counted)
 
 
 def machine_busy() -> float | None:
@@ -85,8 +86,18 @@ def settle(quiet_cores: float = FOREIGN_CORES, window: float = SETTLE_WINDOW, li
     return time.perf_counter() - start
 
 
+def major_faults() -> int | None:
+    """The process's major page faults so far (a page read back from disk); None where ``resource`` is missing."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+
+
 def timed_run(case: PreparedCase, iterations: int) -> RunTime:
-    """Wall, process CPU and machine busy seconds of one :func:`run_iterations`."""
+    """Wall, process CPU and machine busy seconds, and the major page faults, of one :func:`run_iterations`."""
+    faults = major_faults()
     machine = machine_busy()
     cpu = time.process_time()
     start = time.perf_counter()
@@ -94,8 +105,10 @@ def timed_run(case: PreparedCase, iterations: int) -> RunTime:
     wall = time.perf_counter() - start
     own = time.process_time() - cpu
     after = machine_busy()
+    faulted = major_faults()
     case.drop_grads()  # untimed: the other case steps next, beside this one's weights only
-    return RunTime(wall, own, None if machine is None or after is None else after - machine)
+    return RunTime(wall, own, None if machine is None or after is None else after - machine,
+                   None if faults is None or faulted is None else faulted - faults)
 
 
 Pedantic = Callable[..., Any]
@@ -119,6 +132,8 @@ class Measurement:
     baseline_cpu: list[float] = field(default_factory=list)
     backend_machine: list[float | None] = field(default_factory=list)
     baseline_machine: list[float | None] = field(default_factory=list)
+    backend_faults: list[int | None] = field(default_factory=list)
+    baseline_faults: list[int | None] = field(default_factory=list)
     recompiles: int = 0
     iterations_per_run: int = 1  # the runs' iterations: calibrated (--xla-min-run-time) when it asked for more
     requested_iterations: int = 1  # --xla-iterations-per-run
@@ -142,6 +157,7 @@ class Measurement:
         (self.baseline_runs if side == "baseline" else self.backend_runs).append(run.wall)
         (self.baseline_cpu if side == "baseline" else self.backend_cpu).append(run.cpu)
         (self.baseline_machine if side == "baseline" else self.backend_machine).append(run.machine)
+        (self.baseline_faults if side == "baseline" else self.backend_faults).append(run.major_faults)
 
 
 def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat: int,
@@ -190,7 +206,7 @@ def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat:
     result.recompiles = after.compiles
     # pytest-benchmark may call the target again after the rounds (--benchmark-cprofile): not timed runs
     for runs in (result.backend_runs, result.baseline_runs, result.backend_cpu, result.baseline_cpu,
-                 result.backend_machine, result.baseline_machine):
+                 result.backend_machine, result.baseline_machine, result.backend_faults, result.baseline_faults):
         del runs[repeat:]
     return result
 
