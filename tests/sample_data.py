@@ -29,6 +29,27 @@ from pytest_xla_dynamo.records import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
+#: a conftest registering the ``tiny`` user model (two linear layers) for the plugin's real sessions
+TINY_CONFTEST = '''
+from pytest_xla_dynamo.zoo import ModelSpec
+
+
+def _model(tier):
+    import torch
+
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def _inputs(tier, bs):
+    import torch
+
+    return (torch.randn(bs, 8),)
+
+
+def pytest_xla_register_models(register):
+    register(ModelSpec(name="tiny", source="user", build_model=_model, build_inputs=_inputs,
+                       batch_size={"small": 2, "full": 2}), replace=True)
+'''
 
 # --- the zoo --------------------------------------------------------------------------------------------
 
@@ -43,6 +64,17 @@ SEED_ORDER = [
     "BERT_pytorch",
     "timm_vision_transformer",
 ]
+
+
+def benchmark_script(name: str) -> Any:
+    """The module of ``benchmarks/<name>.py`` (the benchmarks are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def buildable(name: str) -> zoo.ModelSpec:

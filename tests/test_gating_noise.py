@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sample_data import TINY_CONFTEST, benchmark_script, timing_figures, timing_record
 from sample_data import gating_record as rec
-from sample_data import timing_figures, timing_record
 
 from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating import rules as r
@@ -175,26 +175,7 @@ def test_noisy_in_the_headline_terminal_and_markdown() -> None:
 
 # --- a real session ------------------------------------------------------------------------------------
 
-CONFTEST = '''
-from pytest_xla_dynamo.zoo import ModelSpec
-
-
-def _model(tier):
-    import torch
-
-    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-
-
-def _inputs(tier, bs):
-    import torch
-
-    return (torch.randn(bs, 8),)
-
-
-def pytest_xla_register_models(register):
-    register(ModelSpec(name="tiny", source="user", build_model=_model, build_inputs=_inputs,
-                       batch_size={"small": 2, "full": 2}), replace=True)
-
+CONFTEST = TINY_CONFTEST + '''
 
 def pytest_configure(config):
     # the gate's decisions are under test, not the machine (shared, loaded): no record is made unreliable
@@ -283,36 +264,26 @@ def test_calibrated_runs_noise_in_the_record_and_the_noise_aware_gate(suite: pyt
 # --- the benchmark's pieces (pure) -----------------------------------------------------------------------
 
 
-def _script(name: str) -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_timing_gate_reads_the_verdicts_of_the_summary_table(tmp_path: Path) -> None:
     result = _gate()
     summary = tmp_path / "summary.md"
     summary.write_text(render_markdown(result, {}))
-    assert _script("timing_gate").verdicts(summary) == {
+    assert benchmark_script("timing_gate").verdicts(summary) == {
         ("noisy", "trace_once", "train"): lb.NOISY, ("old", "trace_once", "train"): lb.PASS,
         ("stable", "trace_once", "train"): lb.SLOWER}
-    assert _script("timing_gate").verdicts(tmp_path / "none.md") == {}
+    assert benchmark_script("timing_gate").verdicts(tmp_path / "none.md") == {}
 
 
 @pytest.mark.parametrize(("value", "fraction"), [("", 0.0), ("0", 0.0), ("0.10", 0.10), (" 0.5 ", 0.5)])
 def test_slowdown_fraction(value: str, fraction: float, monkeypatch: pytest.MonkeyPatch) -> None:
-    plugin = _script("slowdown_plugin")
+    plugin = benchmark_script("slowdown_plugin")
     monkeypatch.setenv(plugin.ENV, value)
     assert plugin._fraction() == fraction
 
 
 @pytest.mark.parametrize("value", ["1", "-0.1", "ten", "1.5"])
 def test_slowdown_bad_fraction_is_a_usage_error(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    plugin = _script("slowdown_plugin")
+    plugin = benchmark_script("slowdown_plugin")
     monkeypatch.setenv(plugin.ENV, value)
     with pytest.raises(pytest.UsageError) as info:
         plugin._fraction()

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from sample_data import TINY_CONFTEST, benchmark_script
 
 from pytest_xla_dynamo import timing
 from pytest_xla_dynamo.config import XlaConfig
@@ -107,26 +108,7 @@ def test_an_unreliable_record_shows_as_such_in_the_table_and_stays_out_of_the_ge
 
 # --- real sessions ----------------------------------------------------------------------------------------
 
-CONFTEST = '''
-from pytest_xla_dynamo.zoo import ModelSpec
-
-
-def _model(tier):
-    import torch
-
-    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-
-
-def _inputs(tier, bs):
-    import torch
-
-    return (torch.randn(bs, 8),)
-
-
-def pytest_xla_register_models(register):
-    register(ModelSpec(name="tiny", source="user", build_model=_model, build_inputs=_inputs,
-                       batch_size={"small": 2, "full": 2}), replace=True)
-'''
+CONFTEST = TINY_CONFTEST
 # The machine looks overloaded to the timing: its load-average reader reports 99 (the decision path is
 # under test here, not the machine).
 OVERLOADED = '''
@@ -466,16 +448,6 @@ def test_harness_overhead_benchmark_prints_its_figures() -> None:
     assert "PytestAssertRewriteWarning" not in proc.stdout + proc.stderr
 
 
-def _benchmark_script(name: str) -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize(("quiet", "busy", "expected"), [
     ({"speedup": 0.80, "status": "pass"}, {"speedup": 0.88, "status": "pass"}, "ok"),  # within 15%
     ({"speedup": 0.80, "status": "pass"}, {"speedup": 1.00, "status": "pass"}, "drift"),  # 25% off, unflagged
@@ -488,7 +460,7 @@ def _benchmark_script(name: str) -> Any:
 def test_timing_robustness_verdicts_follow_the_issue_goal(quiet: dict[str, Any], busy: dict[str, Any],
                                                           expected: str) -> None:
     """benchmarks/timing_robustness.py: within 15% or flagged is ok; unflagged 15-30% drift; > 30% MISSED."""
-    ratio, text = _benchmark_script("timing_robustness").verdict(quiet, busy)
+    ratio, text = benchmark_script("timing_robustness").verdict(quiet, busy)
     assert text == expected
     if quiet["speedup"] is not None:
         assert ratio == pytest.approx(busy["speedup"] / quiet["speedup"])
