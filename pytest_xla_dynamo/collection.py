@@ -4,9 +4,10 @@
 ``xla_backend``/``xla_models``/``xla_tensor_mode`` of a test) into indirect parameters with readable ids
 (``test_training_parity[resnet18-trace_once]``); backends that do not support a test's ``xla_mode`` are
 left out. ``arrange`` deselects tests whose mode is not in ``--xla-modes``, runs the shared-case tests
-model by model and mode by mode (so each case is built once and freed before the next (model, mode)), puts each
-model's tests in one ``xdist_group``, and skips XLA tests where torch or torch_xla is missing. Nothing here
-touches a device. No torch here.
+model by model, the largest first, and mode by mode (so each case is built once and freed before the next
+(model, mode)), puts each model's tests in one ``xdist_group``, and skips XLA tests where torch or torch_xla is
+missing. Nothing here touches a device; torch is imported only to count the sizes of two or more models on the
+meta device (:mod:`pytest_xla_dynamo.core.sizes`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.activation import XLA_FIXTURES as XLA_FIXTURES  # what makes an XLA test
 from pytest_xla_dynamo.activation import needs_xla as needs_xla
 from pytest_xla_dynamo.config import MODES, TENSOR_MODES
-from pytest_xla_dynamo.core import devices
+from pytest_xla_dynamo.core import devices, sizes
 from pytest_xla_dynamo.markers import item_modes, marker_values
 from pytest_xla_dynamo.session import XlaSession
 
@@ -77,13 +78,26 @@ def deselect_modes(session: XlaSession, items: list[pytest.Item]) -> None:
 CASE_ORDER = {"xla_parity": 0, "xla_timing": 2}
 
 
-def order_by_model(items: list[pytest.Item]) -> None:
-    """Run the shared-case tests model by model, within a model mode by mode, and within a mode parity
-    first and timing last (:data:`CASE_ORDER`; stable otherwise), so each (model, mode)'s prepared cases are
-    built and compiled once, freed before the next's, and never held beside a parity reference's runs.
-    Everything else runs after them, in its order: what a one-off test leaves in the process (torch_xla keeps
-    every executable it compiled) does not sit under the zoo's largest case."""
-    order = {name: i for i, name in enumerate(zoo.model_names())}
+def model_order(items: Sequence[pytest.Item], tier: str) -> list[str]:
+    """The models of ``items``' shared-case tests, the largest first (:func:`sizes.largest_first`, counted on
+    the meta device; equal and unknown sizes in the zoo's order; no torch imported for fewer than two models),
+    then the zoo's other models."""
+    every = zoo.model_names()
+    shared = {model_param(item) for item in items if item.get_closest_marker("xla_shared_case") is not None}
+    names = [n for n in every if n in shared]  # the zoo's order: kept for equal and unknown sizes
+    if len(names) > 1:
+        names = sizes.largest_first([zoo.get_model(n) for n in names], tier)
+    return names + [n for n in every if n not in shared]
+
+
+def order_by_model(items: list[pytest.Item], tier: str = "small") -> None:
+    """Run the shared-case tests model by model, the largest model first (:func:`model_order`), within a model
+    mode by mode, and within a mode parity first and timing last (:data:`CASE_ORDER`; stable otherwise), so
+    each (model, mode)'s prepared cases are built and compiled once, freed before the next's, and never held
+    beside a parity reference's runs, and what the process keeps of the models it ran never sits under the
+    largest one's cases. Everything else runs after them, in its order: what a one-off test leaves in the
+    process (torch_xla keeps every executable it compiled) does not sit under the zoo's largest case."""
+    order = {name: i for i, name in enumerate(model_order(items, tier))}
 
     def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int, int]:
         index, item = pair
@@ -102,7 +116,7 @@ def order_by_model(items: list[pytest.Item]) -> None:
 def arrange(session: XlaSession, items: list[pytest.Item]) -> None:
     """Mode selection, model order, xdist groups and missing-stack skips (see the module docstring)."""
     deselect_modes(session, items)
-    order_by_model(items)
+    order_by_model(items, session.xcfg.tier)
     reason = devices.skip_reason()
     for item in items:
         model = model_param(item)

@@ -1,6 +1,6 @@
-"""The order of the shared-case tests: model by model, mode by mode, parity first and timing last in a mode,
-so that a process holds one (model, mode)'s cases and never a parity reference's runs beside them; the other
-tests after them."""
+"""The order of the shared-case tests: model by model (the largest first), mode by mode, parity first and timing
+last in a mode, so that a process holds one (model, mode)'s cases and never a parity reference's runs beside them
+nor what it kept of the models before under the largest; the other tests after them."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_shared_cases_run_by_model_mode_and_check(pytester: pytest.Pytester) -> 
                                            "test_other.py")
     ids = [line.strip() for line in result.stdout.lines if "::" in line]
     expected = []
-    for model in ("resnet18", "alexnet"):  # the zoo's order, not the command line's
+    for model in ("alexnet", "resnet18"):  # the largest first (57M and 11M parameters), not the command line's
         case = f"[{model}-trace_once]"
         expected += [f"test_training_parity.py::test_training_parity{case}",
                      f"test_graphs.py::test_graph_signature_train{case}",

@@ -136,6 +136,23 @@ def test_applies_to_tiers() -> None:
     assert anywhere.applies_to("test_parity", {}, [], tier="full")
 
 
+def test_applies_to_cpus() -> None:
+    """An entry with ``cpus`` holds on the CPU models its globs match only (this machine's by default); without,
+    on any; the table names them beside the reproducer."""
+    from pytest_xla_dynamo.known_issues.table import row
+
+    amd = parse_entry(entry(tests=["test_parity"], cpus=["AMD EPYC*"]), source="s")
+    assert amd.cpus == ("AMD EPYC*",)
+    assert amd.applies_to("test_parity", {}, [], cpu="AMD EPYC 7B13")
+    assert not amd.applies_to("test_parity", {}, [], cpu="Intel(R) Xeon(R) Processor")
+    here = versions.cpu_description()["model"]
+    assert amd.applies_to("test_parity", {}, []) == here.startswith("AMD EPYC")
+    assert parse_entry(entry(tests=["test_parity"]), source="s").applies_to("test_parity", {}, [], cpu="any")
+    assert "(CPUs AMD EPYC* only)" in row(amd, {})[3]
+    with pytest.raises(RegistryError, match="'cpus' must be a list of strings"):
+        parse_entry(entry(cpus=[1]), source="s")
+
+
 # --- files and the registry ---------------------------------------------------------------------
 
 

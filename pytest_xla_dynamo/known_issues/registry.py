@@ -15,6 +15,7 @@ The packaged registry is ``registry.toml`` next to this module, one ``[[issue]]`
     tests = []                         # other test functions it applies to (e.g. "test_parity")
     backends = []; modes = []; models = []   # filters on the test's parameters; empty = any
     tiers = ["small"]                  # the model tiers (--xla-tier) where it holds; empty = any
+    cpus = ["AMD EPYC*"]               # globs of the CPU model names where it holds; empty = any
     diverging = ["buffer *running_var"]      # accuracy entries: globs every diverging tensor must match
     status = "..."; fixed_in = "..."; notes = "..."; related = ["https://..."]
 
@@ -61,7 +62,7 @@ SIGNALS = tuple(sorted(s.name for s in _signal.Signals))
 
 _STR_FIELDS = ("title", "url", "kind", "raises", "match", "signal", "reproducer", "status", "fixed_in",
                "notes")
-_LIST_FIELDS = ("tests", "backends", "modes", "models", "tiers", "related", "diverging")
+_LIST_FIELDS = ("tests", "backends", "modes", "models", "tiers", "cpus", "related", "diverging")
 FILTERS = ("backends", "modes", "models", "tiers")  # the fields a marker may narrow an entry by
 FIELDS = ("id", "affects", *_STR_FIELDS, *_LIST_FIELDS)
 
@@ -85,6 +86,8 @@ class KnownIssue:
     models: tuple[str, ...] = ()
     tiers: tuple[str, ...] = ()  # the tiers (``--xla-tier``) where it holds: a failure measured at one tier
     # (an accuracy drift, an out-of-memory) need not be the failure at another
+    cpus: tuple[str, ...] = ()  # fnmatch globs of the CPU model names (``/proc/cpuinfo``) where it holds: an
+    # ill-conditioned result can hold on one CPU and not on another under the same instruction-set cap
     status: str = ""
     fixed_in: str = ""
     notes: str = ""
@@ -104,8 +107,9 @@ class KnownIssue:
         return ((self.reproducer,) if self.reproducer else ()) + self.tests
 
     def applies_to(self, name: str, params: Mapping[str, Any], modes: Sequence[str],
-                   *, by_marker: bool = False, tier: str | None = None) -> bool:
-        """Whether this entry targets the test ``name`` with these parameters and modes, at ``tier``.
+                   *, by_marker: bool = False, tier: str | None = None, cpu: str | None = None) -> bool:
+        """Whether this entry targets the test ``name`` with these parameters and modes, at ``tier``, on the CPU
+        model ``cpu`` (None: this machine's; an entry with ``cpus`` that none matches does not apply).
 
         A filter on a parameter the test does not have (or on the tier, where none is given) does not
         exclude it, except ``models`` on the zoo tests it names (``tests``): those are the zoo's cases, and a
@@ -118,11 +122,18 @@ class KnownIssue:
             return False
         if self.tiers and tier is not None and tier not in self.tiers:
             return False
+        if not self.on_cpu(cpu):
+            return False
         for values, key in ((self.models, "xla_model"), (self.backends, "xla_backend")):
             value = params.get(key)
             if values and value is not None and _param_name(value) not in values:
                 return False
         return not (self.modes and modes and not set(modes) & set(self.modes))
+
+    def on_cpu(self, cpu: str | None = None) -> bool:
+        """Whether the CPU model ``cpu`` (None: this machine's) is one where it holds (any, without ``cpus``)."""
+        model = _versions.cpu_description()["model"] if cpu is None else cpu
+        return not self.cpus or any(fnmatch.fnmatchcase(model, glob) for glob in self.cpus)
 
     def affected(self, versions: Mapping[str, str | None] | None = None) -> bool:
         """Whether the installed versions (or ``versions``) are affected."""

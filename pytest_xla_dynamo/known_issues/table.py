@@ -71,7 +71,10 @@ def _cell(text: str) -> str:
 
 
 def _tiers(entry: KnownIssue) -> str:
-    return f" ({', '.join(entry.tiers)} tier only)" if entry.tiers else ""
+    """Where the entry holds, beside its reproducer: its tiers and CPUs, if it names them."""
+    where = ([f"{', '.join(entry.tiers)} tier only"] if entry.tiers else []) + \
+        ([f"CPUs {', '.join(entry.cpus)} only"] if entry.cpus else [])
+    return f" ({'; '.join(where)})" if where else ""
 
 
 def row(entry: KnownIssue, versions: Mapping[str, str | None]) -> tuple[str, str, str, str, str]:

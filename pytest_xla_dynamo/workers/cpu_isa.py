@@ -36,7 +36,6 @@ import platform
 import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import replace
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -44,6 +43,8 @@ import pytest
 from pytest_xla_dynamo.config import CPU_ISAS, ISA_VARIABLES, NATIVE, XLA_ISA_FLAG
 from pytest_xla_dynamo.core import devices
 from pytest_xla_dynamo.options import OPTIONS_BY_DEST
+from pytest_xla_dynamo.versions import FLAGS_SHOWN as FLAGS_SHOWN
+from pytest_xla_dynamo.versions import cpu_description as cpu_description
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
@@ -53,30 +54,10 @@ DEFAULT_CPU_ISA = "avx2"
 SETTINGS = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", XLA_ISA_FLAG)  # what a cap sets
 VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "XLA_FLAGS")  # the environment variables they live in
 X86 = ("x86_64", "amd64", "i686", "i386")
-FLAGS_SHOWN = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "amx_tile")
 
 
 def is_x86(machine: str | None = None) -> bool:
     return (machine if machine is not None else platform.machine()).lower() in X86
-
-
-@cache
-def cpu_description() -> dict[str, Any]:
-    """The CPU's model name and its vector instruction-set flags (from ``/proc/cpuinfo`` where there is one)."""
-    model, flags = platform.processor() or platform.machine(), set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    model = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-                if model and flags:
-                    break
-    except OSError:  # not Linux
-        pass
-    return {"model": model, "machine": platform.machine(), "flags": [f for f in FLAGS_SHOWN if f in flags]}
 
 
 def current(name: str, environ: Mapping[str, str]) -> str | None:

@@ -1,0 +1,131 @@
+"""Is the between-process noise the machine's own? CPU eager's step beside fixed work that involves no model.
+
+    PJRT_DEVICE=CPU python benchmarks/cpu_drift.py [--processes 6] [--rounds 5] [--model resnet18]
+        [--min-run-time 0.2] [--threads 1]
+
+The question behind it (issue 31): CPU eager's median step moves ~20% between processes and up to 40% within one
+after an idle spell, with no page fault and no other process (benchmarks/page_faults.py). If the machine itself
+delivers a varying rate of work (a VM whose host changes its cores' clock, or lets another guest share the
+physical core or its caches), then work that shares nothing with the model moves with it. Each of
+``--processes`` fresh processes (one after the other) builds the model as the timing suite does (small tier,
+seed 1337, torch_xla imported, ``--threads`` torch threads), then runs ``--rounds`` rounds of, in turn:
+
+* ``eager``: CPU eager training steps of the model, calibrated to ``--min-run-time`` (ms per step);
+* ``matmul``: a fixed 256x256 float32 matmul loop at the same threads (ms per 100 products: the CPU kernels
+  eager uses, on data that stays in the core's caches);
+* ``sha256``: hashlib over a 64 KB buffer, 2,000 times (ms; one core, integer work, no torch, no memory traffic);
+* ``copy``: copying a 256 MB buffer into another once (ms; main memory bandwidth).
+
+Printed per process: each workload's median over its rounds and the machine's steal time (``/proc/stat``) over
+the process; then, per workload, the spread of the process medians ((max - min) / median) and the correlation of
+each fixed workload's process medians with eager's. A fixed workload that spreads as eager does and moves with
+it says the noise is the machine's rate of work; steal time says whether the host took the time away or made
+each cycle slower. Figures only: run it alone, nothing else on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+WORKLOADS = ("eager", "matmul", "sha256", "copy")
+
+
+def _steal_ticks() -> int:
+    """The machine's steal time so far, in clock ticks (all CPUs; 0 where the kernel does not count it)."""
+    fields = Path("/proc/stat").read_text(encoding="ascii").splitlines()[0].split()
+    return int(fields[8]) if len(fields) > 8 else 0
+
+
+def _timed(fn: Any, count: int) -> float:
+    start = time.perf_counter()
+    for _ in range(count):
+        fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def child(args: argparse.Namespace) -> dict[str, Any]:
+    """One process: build the model as the timing suite does, then the rounds; the medians as a dict."""
+    import torch
+    import torch_xla  # noqa: F401 - imported as the timing suite's process has it
+
+    from pytest_xla_dynamo import zoo
+
+    torch.manual_seed(1337)
+    torch.set_num_threads(args.threads)
+    spec = zoo.get_model(args.model)
+    model = spec.build_model("small")
+    inputs = spec.build_inputs("small", spec.batch("small"))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        spec.loss(model(*inputs)).backward()
+        optimizer.step()
+
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    data, big, dst = os.urandom(64 * 1024), bytearray(256 * 1024 * 1024), bytearray(256 * 1024 * 1024)
+    target = memoryview(dst)
+    for _ in range(3):
+        step()
+    per_step = _timed(step, 1)
+    iterations = max(1, math.ceil(args.min_run_time * 1000 / per_step))
+    steal = _steal_ticks()
+    rounds: dict[str, list[float]] = {name: [] for name in WORKLOADS}
+    for _ in range(args.rounds):
+        rounds["eager"].append(_timed(step, iterations) / iterations)
+        rounds["matmul"].append(_timed(lambda: torch.mm(a, b), 100))
+        rounds["sha256"].append(_timed(lambda: hashlib.sha256(data).digest(), 2000))
+        rounds["copy"].append(_timed(lambda: target.__setitem__(slice(None), big), 1))
+    ticks = os.sysconf("SC_CLK_TCK")
+    return {"medians": {k: statistics.median(v) for k, v in rounds.items()}, "rounds": rounds,
+            "steal_s": (_steal_ticks() - steal) / ticks, "iterations": iterations}
+
+
+def _spread(values: list[float]) -> float:
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--min-run-time", type=float, default=0.2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args)))
+        return 0
+    results = []
+    for index in range(args.processes):
+        load = os.getloadavg()[0]
+        done = subprocess.run([sys.executable, __file__, "--child", *(argv if argv is not None else sys.argv[1:])],
+                              capture_output=True, text=True, check=True)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        results.append(result)
+        medians = "  ".join(f"{k} {v:.2f}" for k, v in result["medians"].items())
+        print(f"process {index + 1}: {medians} ms (steal {result['steal_s']:.2f} s, load before {load:.2f})",
+              flush=True)
+    series = {k: [r["medians"][k] for r in results] for k in WORKLOADS}
+    for name in WORKLOADS:
+        corr = "" if name == "eager" or len(results) < 3 else \
+            f", correlation with eager {statistics.correlation(series['eager'], series[name]):+.2f}"
+        within = statistics.median(_spread(r["rounds"][name]) for r in results)
+        print(f"{name}: spread across processes {_spread(series[name]):.1%}, within a process (median) "
+              f"{within:.1%}{corr}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
