@@ -1,7 +1,7 @@
 """Is the between-process noise the machine's own? CPU eager's step beside fixed work that involves no model.
 
     PJRT_DEVICE=CPU python benchmarks/cpu_drift.py [--processes 6] [--rounds 5] [--model resnet18]
-        [--min-run-time 0.2] [--threads 1]
+        [--min-run-time 0.2] [--threads 1] [--no-aslr]
 
 The question behind it (issue 31): CPU eager's median step moves ~20% between processes and up to 40% within one
 after an idle spell, with no page fault and no other process (benchmarks/page_faults.py). If the machine itself
@@ -20,7 +20,10 @@ Printed per process: each workload's median over its rounds and the machine's st
 the process; then, per workload, the spread of the process medians ((max - min) / median) and the correlation of
 each fixed workload's process medians with eager's. A fixed workload that spreads as eager does and moves with
 it says the noise is the machine's rate of work; steal time says whether the host took the time away or made
-each cycle slower. Figures only: run it alone, nothing else on the machine.
+each cycle slower. With ``--no-aslr`` each process starts without address-space layout randomization
+(``setarch -R``): every process then places its libraries, heap and arenas at the same addresses, so a spread
+that goes away with it is one of where eager's memory lands. Figures only: run it alone, nothing else on the
+machine.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import hashlib
 import json
 import math
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -102,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--min-run-time", type=float, default=0.2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-aslr", action="store_true", help="start each process with setarch -R")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -110,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for index in range(args.processes):
         load = os.getloadavg()[0]
-        done = subprocess.run([sys.executable, __file__, "--child", *(argv if argv is not None else sys.argv[1:])],
-                              capture_output=True, text=True, check=True)
+        prefix = ["setarch", platform.machine(), "-R"] if args.no_aslr else []
+        done = subprocess.run([*prefix, sys.executable, __file__, "--child",
+                               *(argv if argv is not None else sys.argv[1:])], capture_output=True, text=True,
+                              check=True)
         result = json.loads(done.stdout.strip().splitlines()[-1])
         results.append(result)
         medians = "  ".join(f"{k} {v:.2f}" for k, v in result["medians"].items())
