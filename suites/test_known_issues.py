@@ -657,6 +657,21 @@ def test_upsample_nearest_backward_stays_on_xla(xla_device: Any) -> None:
     assert count == 0, f"upsample_nearest2d's backward fell back to the CPU {count} time(s)"
 
 
+def test_upsample_bilinear_backward_stays_on_xla(xla_device: Any) -> None:
+    """pytorch/xla#8754: the backward of a bilinear upsampling to a given size (``F.interpolate(mode="bilinear",
+    align_corners=False)``, the head of torchvision's FCN, DeepLabV3 and LRASPP) on lazy XLA tensors falls back to
+    the CPU (``aten::upsample_bilinear2d_backward``) off TPU: a lazy training step of those models runs as two
+    graphs."""
+    met = _metrics()
+    x = torch.randn(2, 4, 8, 8).to(xla_device).requires_grad_()
+    _sync()
+    before = met.counter_value("aten::upsample_bilinear2d_backward") or 0
+    F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=False).sum().backward()
+    _sync()
+    count = (met.counter_value("aten::upsample_bilinear2d_backward") or 0) - before
+    assert count == 0, f"upsample_bilinear2d's backward fell back to the CPU {count} time(s)"
+
+
 def test_cpu_index_backward_is_reproducible() -> None:
     """local:cpu-index-backward-accumulate-nondeterministic: the CPU backward of ``w[ids]`` with repeated ids (an
     accumulating ``index_put_``, what the MoE experts' ``gate_up_proj[expert_ids]`` becomes) adds the rows with
