@@ -70,7 +70,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _tiers(entry: KnownIssue) -> str:
+def _where(entry: KnownIssue) -> str:
     """Where the entry holds, beside its reproducer: its tiers and CPUs, if it names them."""
     where = ([f"{', '.join(entry.tiers)} tier only"] if entry.tiers else []) + \
         ([f"CPUs {', '.join(entry.cpus)} only"] if entry.cpus else [])
@@ -84,7 +84,7 @@ def row(entry: KnownIssue, versions: Mapping[str, str | None]) -> tuple[str, str
         reproducer = f"`{entry.reproducer}`"
     else:  # an entry for suite cases: the models (or tests) it covers
         reproducer = "suite cases: " + ", ".join(entry.models or tuple(f"`{t}`" for t in entry.tests))
-    reproducer += _tiers(entry)
+    reproducer += _where(entry)
     if entry.url:
         link = _link(entry.url)
     else:
@@ -107,7 +107,7 @@ def render_text(registry: Iterable[KnownIssue], versions: Mapping[str, str | Non
     rows = [head]
     for entry in registry:
         status = REPRODUCES if entry.affected(versions) else FIXED
-        reproducer = (entry.reproducer or "suite cases: " + ", ".join(entry.models or entry.tests)) + _tiers(entry)
+        reproducer = (entry.reproducer or "suite cases: " + ", ".join(entry.models or entry.tests)) + _where(entry)
         rows.append([entry.id, entry.kind, status, reproducer, entry.url or "-"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip()

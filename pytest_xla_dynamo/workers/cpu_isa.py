@@ -43,7 +43,6 @@ import pytest
 from pytest_xla_dynamo.config import CPU_ISAS, ISA_VARIABLES, NATIVE, XLA_ISA_FLAG
 from pytest_xla_dynamo.core import devices
 from pytest_xla_dynamo.options import OPTIONS_BY_DEST
-from pytest_xla_dynamo.versions import FLAGS_SHOWN as FLAGS_SHOWN
 from pytest_xla_dynamo.versions import cpu_description as cpu_description
 
 if TYPE_CHECKING:
