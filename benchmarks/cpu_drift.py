@@ -1,7 +1,7 @@
 """Is the between-process noise the machine's own? CPU eager's step beside fixed work that involves no model.
 
     PJRT_DEVICE=CPU python benchmarks/cpu_drift.py [--processes 6] [--rounds 5] [--model resnet18]
-        [--min-run-time 0.2] [--threads 1] [--no-aslr]
+        [--min-run-time 0.2] [--threads 1] [--no-aslr] [--rebuild] [--mmap-threshold BYTES]
 
 The question behind it (issue 31): CPU eager's median step moves ~20% between processes and up to 40% within one
 after an idle spell, with no page fault and no other process (benchmarks/page_faults.py). If the machine itself
@@ -22,18 +22,29 @@ each fixed workload's process medians with eager's. A fixed workload that spread
 it says the noise is the machine's rate of work; steal time says whether the host took the time away or made
 each cycle slower. With ``--no-aslr`` each process starts without address-space layout randomization
 (``setarch -R``): every process then places its libraries, heap and arenas at the same addresses, so a spread
-that goes away with it is one of where eager's memory lands. Figures only: run it alone, nothing else on the
-machine.
+that goes away with it is one of where eager's memory lands.
+
+Where the memory lands *within* a process: glibc's malloc raises its mmap threshold when a large block is freed,
+so after the first steps a step's activations come back to the same heap addresses, and the same physical pages,
+at every step: a process keeps the placement it drew at its start. ``--rebuild`` draws a new placement each
+round inside one process (a new model, inputs and optimizer, built while the old ones stay allocated and after
+a random number of 4-120 KB heap blocks, kept, that shift where the next blocks land): if eager's rounds then
+spread within a process as its medians do between processes, the placement is the cause. ``--mmap-threshold BYTES`` fixes malloc's mmap threshold in each process
+(``mallopt(M_MMAP_THRESHOLD)``, which also stops glibc from raising it): every block of that size or more is then
+a fresh ``mmap``, new pages at every step, so every run averages over many placements. Figures only: run it
+alone, nothing else on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import json
 import math
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -42,6 +53,13 @@ from pathlib import Path
 from typing import Any
 
 WORKLOADS = ("eager", "matmul", "sha256", "copy")
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
+
+
+def set_mmap_threshold(size: int) -> None:
+    """Fix glibc malloc's mmap threshold at ``size`` bytes in this process (no dynamic adjustment after)."""
+    if ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, size) != 1:
+        raise SystemExit(f"mallopt(M_MMAP_THRESHOLD, {size}) failed (glibc only; at most 32 MB on 64-bit)")
 
 
 def _steal_ticks() -> int:
@@ -64,17 +82,27 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 
     from pytest_xla_dynamo import zoo
 
+    if args.mmap_threshold:
+        set_mmap_threshold(args.mmap_threshold)
     torch.manual_seed(1337)
     torch.set_num_threads(args.threads)
     spec = zoo.get_model(args.model)
-    model = spec.build_model("small")
-    inputs = spec.build_inputs("small", spec.batch("small"))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    built: dict[str, Any] = {}
+    spacers: list[bytearray] = []  # --rebuild: heap blocks below the mmap threshold, kept, that shift the heap
+    kept: list[dict[str, Any]] = []
+
+    def build() -> None:
+        torch.manual_seed(1337)
+        built["model"] = spec.build_model("small")
+        built["inputs"] = spec.build_inputs("small", spec.batch("small"))
+        built["optimizer"] = torch.optim.SGD(built["model"].parameters(), lr=0.01)
 
     def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        spec.loss(model(*inputs)).backward()
-        optimizer.step()
+        built["optimizer"].zero_grad(set_to_none=True)
+        spec.loss(built["model"](*built["inputs"])).backward()
+        built["optimizer"].step()
+
+    build()
 
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     data, big, dst = os.urandom(64 * 1024), bytearray(256 * 1024 * 1024), bytearray(256 * 1024 * 1024)
@@ -85,7 +113,13 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     iterations = max(1, math.ceil(args.min_run_time * 1000 / per_step))
     steal = _steal_ticks()
     rounds: dict[str, list[float]] = {name: [] for name in WORKLOADS}
-    for _ in range(args.rounds):
+    for index in range(args.rounds):
+        if args.rebuild and index:
+            kept.append(dict(built))  # the old model stays allocated, so the new one cannot reuse its blocks
+            spacers.extend(bytearray(random.randint(4, 120) * 1024) for _ in range(random.randint(50, 600)))
+            build()
+            for _ in range(2):
+                step()
         rounds["eager"].append(_timed(step, iterations) / iterations)
         rounds["matmul"].append(_timed(lambda: torch.mm(a, b), 100))
         rounds["sha256"].append(_timed(lambda: hashlib.sha256(data).digest(), 2000))
@@ -107,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-run-time", type=float, default=0.2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-aslr", action="store_true", help="start each process with setarch -R")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="a new model, inputs and optimizer each round, after a spacer of random size")
+    parser.add_argument("--mmap-threshold", type=int, default=0, metavar="BYTES",
+                        help="fix malloc's mmap threshold in each process (0: glibc's dynamic default)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

@@ -50,6 +50,7 @@ TRIAGE_POLICIES = ("auto", "full", "summary", "off")
 DROPOUT_POLICIES = ("identity", "keep")
 SHARDS_MAX = 1000  # --xla-shard=I/N: N beyond any CI matrix (the split keeps a list of N loads)
 THREADS_MAX = 4096  # --xla-threads: beyond any machine's cores (torch takes a C int)
+MAX_TIMING_PROCESSES = 15  # --xla-timing-processes: a typo guard (each process compiles the case again)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class XlaConfig:
     iterations_per_run: int = 1
     repeat: int = 5
     min_run_time: float = DEFAULT_MIN_RUN_TIME  # --xla-min-run-time, seconds (0: runs not calibrated)
+    timing_processes: int = 1  # --xla-timing-processes (pytest_xla_dynamo.timing.across)
     baseline_backend: str = "eager"
     baseline_auto: bool = False  # baseline_backend came from 'auto' (see auto_baseline)
     threads: int | None = None  # --xla-threads; None: auto (pytest_xla_dynamo.timing.threads.auto_threads)
@@ -295,6 +297,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         iterations_per_run=to_int(*get("xla_iterations_per_run")),
         repeat=to_int(*get("xla_repeat")),
         min_run_time=to_seconds(*get("xla_min_run_time")),
+        timing_processes=to_int(*get("xla_timing_processes"), maximum=MAX_TIMING_PROCESSES),
         baseline_backend=auto_baseline(env) if baseline[0] == "auto" else baseline[0],
         baseline_auto=baseline[0] == "auto",
         threads=to_threads(*get("xla_threads")),

@@ -114,6 +114,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("min-run-time", "seconds each timed run lasts at least: the iterations per run grow to "
            "ceil(SECONDS / step) (the faster side's step, from the untimed steps), the same for baseline and "
            "backend; 0..60, 0 = off (exactly --xla-iterations-per-run)", "0.2", metavar="SECONDS"),
+    Option("timing-processes", "fresh processes each timing case is measured in, one after the other; the "
+           "record is their median speedup, its noise the spread between them (1..15; 1: in this process)", "1",
+           metavar="INT"),
     Option("baseline-backend", "backend the speedup is measured against; 'auto': eager where the XLA device "
            "is the CPU (PJRT_DEVICE=CPU), else trace_everytime", "auto", metavar="NAME"),
     Option("threads", "compute threads of the timed cases, baseline and backend alike (torch's intra-op "

@@ -694,3 +694,39 @@ def test_cpu_index_backward_is_reproducible() -> None:
         torch.set_num_threads(threads)
     differ = sum(not torch.equal(grads[0], g) for g in grads[1:])
     assert differ == 0, f"the CPU backward of w[ids] is not reproducible: {differ} of 9 repeats differ from the first"
+
+
+def test_randperm_on_xla_matches_cpu_from_one_seed() -> None:
+    """local:xla-rng-differs-from-cpu: seeded alike, the XLA device and the CPU draw the same permutation (they do
+    not: each device has its own generator, so a model that samples in its forward, as detection's fg/bg samplers
+    do with ``torch.randperm``, cannot match its eager run)."""
+    import torch_xla
+
+    torch.manual_seed(1337)
+    cpu = torch.randperm(64)
+    torch_xla.manual_seed(1337)
+    on_xla = torch.randperm(64, device=torch_xla.device())
+    _sync()
+    assert torch.equal(cpu, on_xla.cpu()), "XLA's randperm draws other numbers than the CPU's from the same seed"
+
+
+def test_a_data_dependent_size_compiles_once() -> None:
+    """local:xla-data-dependent-shapes: a lazy step whose boolean-mask select keeps a data-dependent number of
+    elements (what anchor matching and box sampling do in detection training) compiles once and reuses its graph
+    when the count changes (it does not: aten::nonzero's size is baked into the graph, so every new count
+    compiles a new one; XLA's shapes are static)."""
+    import torch_xla
+
+    met = _metrics()
+    dev = torch_xla.device()
+    x = torch.arange(64.0, device=dev)
+    compiles = []
+    for count in (10, 20, 30):
+        before = (met.metric_data("CompileTime") or (0,))[0]
+        threshold = torch.tensor(float(count)).to(dev)  # data, not a constant of the graph
+        total = x[x < threshold].sum()
+        _sync()
+        assert total.item() == sum(range(count))
+        compiles.append((met.metric_data("CompileTime") or (0,))[0] - before)
+    assert compiles[-1] == 0, (f"a boolean-mask select compiled again for a new data-dependent size: XLA "
+                               f"compilations per step {compiles}")

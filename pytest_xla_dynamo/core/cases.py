@@ -293,9 +293,14 @@ class LiveStep(Mapping[str, "torch.Tensor"]):
 def iter_live(case: PreparedCase, steps: int, phase: str = "") -> Iterator[LiveStep]:
     """Reset ``case`` to its initial weights, run ``steps`` steps and yield each one's tensors as a
     :class:`LiveStep` (read each before asking for the next). ``phase`` names the steps in a failure's
-    stage (``parity``, ``eager reference``)."""
+    stage (``parity``, ``eager reference``). Every run starts from the case's seed (torch's, XLA's, numpy's), so
+    that a model drawing random numbers in its forward (detection's box samplers) draws the same ones in every
+    eager run of it, and two eager runs differ only where the model is not deterministic."""
     __tracebackhide__ = True
+    from pytest_xla_dynamo.core.devices import seed_everything
+
     case.reset()
+    seed_everything(case.key.seed)
     for index in range(1, steps + 1):
         case.phase, case.step_index = phase, index
         out, loss = case.step()

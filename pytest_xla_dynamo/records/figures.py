@@ -166,6 +166,9 @@ class TimingStats:
     speedup_noise: float | None = None  # the relative standard error of the median speedup
     speedup_noise_statistic: str | None = None  # how it was computed
     run_speedups: list[float] | None = None  # baseline run i / backend run i
+    # --xla-timing-processes N > 1 (timing.across): the processes' speedups in their order, and how many ran
+    process_speedups: list[float] | None = None
+    timing_processes: int | None = None
 
 
 @dataclass

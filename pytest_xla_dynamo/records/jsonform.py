@@ -71,7 +71,8 @@ OPTIONAL_KEYS = frozenset({"capture", "triage", "divergences", "divergences_tota
                            "dynamo_peak_mem", "compression_ratio", "machine_lock_wait_s", "min_run_time",
                            "requested_iterations_per_run", "calibrated_iterations_per_run", "calibration_step_ms",
                            "speedup_noise", "speedup_noise_statistic", "run_speedups",
-                           "backend_major_faults", "baseline_major_faults"})
+                           "backend_major_faults", "baseline_major_faults", "process_speedups",
+                           "timing_processes"})
 #: the memory columns, written beside ``memory`` rather than in it (the CSV's names)
 MEMORY_COLUMNS = ("eager_peak_mem", "dynamo_peak_mem", "compression_ratio")
 

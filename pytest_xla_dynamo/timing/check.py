@@ -18,14 +18,16 @@ kept but flagged, and a warning.
 
 With ``--xla-min-run-time`` the runs are calibrated (:mod:`~pytest_xla_dynamo.timing.calibrate`; the record
 keeps the requested and the calibrated iterations per run), and every record of 3 or more runs carries its
-speedup's noise (:mod:`~pytest_xla_dynamo.timing.noise`), which the speed gate reads.
+speedup's noise (:mod:`~pytest_xla_dynamo.timing.noise`), which the speed gate reads. With
+``--xla-timing-processes N`` (N > 1) the case is measured in N fresh processes instead and recorded as their
+combination (:mod:`~pytest_xla_dynamo.timing.across`).
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -35,18 +37,21 @@ from pytest_xla_dynamo.records import (
     Attempt,
     CaseRecord,
     Interference,
+    RecordStore,
     TimingContext,
     TimingFigures,
     TimingRuns,
     TimingStats,
 )
 from pytest_xla_dynamo.session import CaseCheck, XlaSession
-from pytest_xla_dynamo.timing import interference
+from pytest_xla_dynamo.timing import across, interference
 from pytest_xla_dynamo.timing.measure import Measurement, measure, settle
 from pytest_xla_dynamo.timing.memory import device_memory, memory_figures
 from pytest_xla_dynamo.timing.noise import noise_fields
 from pytest_xla_dynamo.timing.stats import SPEEDUP_STATISTIC, compilation_latency
 from pytest_xla_dynamo.timing.threads import apply_torch_threads
+from pytest_xla_dynamo.triage.plugin import TRIAGED
+from pytest_xla_dynamo.workers import isolation
 from pytest_xla_dynamo.workers.machine_lock import MachineLock, NoLock
 
 if TYPE_CHECKING:
@@ -146,6 +151,8 @@ class XlaTiming(CaseCheck):
         """
         mode = self._mode(mode)
         run = self._open(spec, backend, mode)
+        if self.session.xcfg.timing_processes > 1 and self.session.child_output is None:
+            return self._across_processes(run)
         engine = self.session.engine
         try:
             baseline = engine.prepared(spec, run.base_backend, mode)
@@ -187,6 +194,61 @@ class XlaTiming(CaseCheck):
                                 "auto (PJRT_DEVICE)" if xcfg.baseline_auto else "--xla-baseline-backend",
                                 xcfg.min_run_time)
         return _Run(spec, backend, base_backend, mode, budget.threads, budget.cores, base_fields, context)
+
+    def _across_processes(self, run: _Run) -> CaseRecord:
+        """Measure the case in ``--xla-timing-processes`` fresh processes, one after the other (each holding the
+        machine lock exclusive, compile included), and record their combination (:mod:`timing.across`)."""
+        session, count = self.session, self.session.xcfg.timing_processes
+        shared = isinstance(session.machine_lock, MachineLock)
+        if hasattr(self.benchmark, "_mode"):
+            # pytest-benchmark times nothing in this process (the children do, each with its own benchmark
+            # fixture): marked used, so that it does not warn "Benchmark fixture was not used at all"; it then has no
+            # figures of this test for its tables (their figures are in the plugin's records)
+            self.benchmark._mode = "xla-dynamo: timed in --xla-timing-processes children"
+        records: list[CaseRecord] = []
+        for index in range(1, count + 1):
+            with session.machine_lock.exclusive():
+                if shared:
+                    settle()
+                child = isolation.run_child(self.item, session.xcfg, session.xcfg.isolate_timeout)
+            records.append(self._process_record(run, child, f"timing process {index} of {count}"))
+        record = across.combine(records, count)
+        if record.status == UNRELIABLE:
+            warnings.warn(pytest.PytestWarning(f"{self.item.nodeid}: {record.message}"), stacklevel=2)
+        if hasattr(self.benchmark, "extra_info"):
+            self.benchmark.extra_info.update({
+                "model": run.spec.name, "backend": run.backend.name, "mode": run.mode, "status": record.status,
+                "speedup": record.speedup, "timing_processes": count, "process_speedups": [r.speedup for r in records]})
+        return session.record(self.item, replace(record, repro=run.fields["repro"]))
+
+    def _process_record(self, run: _Run, child: isolation.ChildRun, which: str) -> CaseRecord:
+        """The record one timing process left. Where the process's test did not pass, this test ends as it did
+        (the process's record kept): failed with its report (a crash or time-out included), xfailed by its known
+        issue, or skipped."""
+        store = RecordStore()
+        if child.records:
+            store.loads(child.records)
+        found = [r for r in store.by_suite(SUITE) if (r.name, r.backend, r.mode) ==
+                 (run.spec.name, run.backend.name, run.mode)]
+        reports = isolation.child_reports(self.item, child)
+        failed = [r for r in reports if r.failed]
+        skipped = [r for r in reports if r.skipped]
+        if found and not failed and not skipped:
+            return found[0]
+        for record in found:
+            self.session.record(self.item, record)
+        if not found:
+            run.fail(self, "fail_to_run", RuntimeError(f"{which} left no record"), which)
+        what = f"{which} of {run.spec.name} / {run.backend.name} / {run.mode}"
+        if not failed and skipped and hasattr(skipped[0], "wasxfail"):
+            pytest.xfail(f"{what}: {skipped[0].wasxfail}")
+        if not failed and skipped:
+            longrepr = skipped[0].longrepr
+            pytest.skip(f"{what}: {longrepr[2] if isinstance(longrepr, tuple) else longrepr}")
+        text = failed[0].longreprtext if failed else "(no report)"
+        failure = pytest.fail.Exception(f"{what} failed:\n{text}", pytrace=False)
+        setattr(failure, TRIAGED, True)  # the process's report, triage included, is the message
+        raise failure
 
     def _timer(self) -> tuple[str, bool, bool]:
         """(what times the runs, whether pytest-benchmark is disabled, whether the user disabled it)."""

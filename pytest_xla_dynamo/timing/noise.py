@@ -38,17 +38,22 @@ def run_speedups(baseline_runs: Sequence[float], backend_runs: Sequence[float]) 
     return [b / x for b, x in zip(baseline_runs, backend_runs, strict=False) if x > 0 and b > 0]
 
 
+def median_noise(values: Sequence[float]) -> float | None:
+    """The relative standard error of the median of ``values`` (positive figures), from their MAD (see the module
+    docstring); None with fewer than :data:`MIN_RUNS` values."""
+    n = len(values)
+    if n < MIN_RUNS:
+        return None
+    mid = statistics.median(values)
+    mad = statistics.median(abs(v - mid) for v in values)
+    factor = SMALL_SAMPLE.get(n, n / (n - 0.8))
+    return SE_OF_MEDIAN * MAD_TO_SD * factor * mad / math.sqrt(n) / mid
+
+
 def speedup_noise(baseline_runs: Sequence[float], backend_runs: Sequence[float]) -> float | None:
     """The relative standard error of the median speedup (see the module docstring); None with fewer
     than :data:`MIN_RUNS` pairs."""
-    ratios = run_speedups(baseline_runs, backend_runs)
-    n = len(ratios)
-    if n < MIN_RUNS:
-        return None
-    mid = statistics.median(ratios)
-    mad = statistics.median(abs(r - mid) for r in ratios)
-    factor = SMALL_SAMPLE.get(n, n / (n - 0.8))
-    return SE_OF_MEDIAN * MAD_TO_SD * factor * mad / math.sqrt(n) / mid
+    return median_noise(run_speedups(baseline_runs, backend_runs))
 
 
 def noise_fields(baseline_runs: Sequence[float], backend_runs: Sequence[float]) -> dict[str, Any]:

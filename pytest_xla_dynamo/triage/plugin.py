@@ -4,7 +4,9 @@ A ``tryfirst`` ``pytest_runtest_makereport`` wrapper registered after the known-
 sees the final report (xfails applied and judged). For a failed call it takes the triage the engine
 kept on the item, or triages the exception itself where the test uses the plugin's XLA fixtures,
 matches it against the registry, puts the header on the report and adds the triage as a user property
-(``xla_triage``, JSON), which travels with the report (xdist, isolated tests). No torch here.
+(``xla_triage``, JSON), which travels with the report (xdist, isolated tests). An exception whose
+:data:`TRIAGED` attribute is true carries a triage made elsewhere (a timing process's report, in its message)
+and gets none on top. No torch here.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
 
 PROP_TRIAGE = "xla_triage"
+TRIAGED = "xla_triaged"  # an exception attribute: its message carries a triage already (no second one)
 
 
 def _param(item: pytest.Item, name: str) -> str:
@@ -65,6 +68,8 @@ class TriagePlugin:
                 or isinstance(rep.longrepr, str | tuple)):
             return rep
         exc = call.excinfo.value
+        if getattr(exc, TRIAGED, False):
+            return rep
         triage = recalled(item)
         if triage is None or (triage.exc_names and triage.exc_names[0] not in class_names(exc)):
             triage = self._generic(item, exc)

@@ -52,7 +52,7 @@ _CHILD_MAIN = ("import faulthandler, runpy, signal, sys; "
 # options of the parent that a child must not inherit (reports, gating, sharding, isolation are the parent's)
 _CHILD_DROP = frozenset({"xla_report", "xla_report_dir", "xla_summary", "xla_expected", "xla_update_expected",
                          "xla_strict_improved", "xla_min_speedup_ratio", "xla_timing_baseline", "xla_shard",
-                         "xla_isolate", "xla_isolate_timeout"})
+                         "xla_isolate", "xla_isolate_timeout", "xla_timing_processes"})
 _CHILD_FORCE = ("--xla-report=", "--xla-summary=", "--xla-expected=", "--xla-timing-baseline=",
                 "--xla-min-speedup-ratio=", "--xla-shard=", "-o", "xla_update_expected=false",
                 "-o", "xla_strict_improved=false")
@@ -276,6 +276,8 @@ class IsolationPlugin:
             return False
         if item.get_closest_marker("skip") is not None:
             return False  # skipped before anything runs: no child needed
+        if self.session.xcfg.timing_processes > 1 and "xla_timing" in getattr(item, "fixturenames", ()):
+            return False  # its check runs each measurement in a child of its own (timing.across)
         return self.session.xcfg.isolate or item.get_closest_marker("xla_isolated") is not None
 
     def timeout(self, item: pytest.Item) -> tuple[float, str]:
