@@ -29,10 +29,11 @@ so after the first steps a step's activations come back to the same heap address
 at every step: a process keeps the placement it drew at its start. ``--rebuild`` draws a new placement each
 round inside one process (a new model, inputs and optimizer, built while the old ones stay allocated and after
 a random number of 4-120 KB heap blocks, kept, that shift where the next blocks land): if eager's rounds then
-spread within a process as its medians do between processes, the placement is the cause. ``--mmap-threshold BYTES`` fixes malloc's mmap threshold in each process
-(``mallopt(M_MMAP_THRESHOLD)``, which also stops glibc from raising it): every block of that size or more is then
-a fresh ``mmap``, new pages at every step, so every run averages over many placements. Figures only: run it
-alone, nothing else on the machine.
+spread within a process as its medians do between processes, the placement is the cause.
+``--mmap-threshold BYTES`` fixes malloc's mmap threshold in each process (``mallopt(M_MMAP_THRESHOLD)``, which
+also stops glibc from raising it): every block of that size or more is then a fresh ``mmap``, new pages at every
+step, so every run averages over many placements (docs/timing.md: what both showed). Figures only: run it alone,
+nothing else on the machine.
 """
 
 from __future__ import annotations

@@ -32,3 +32,17 @@ def test_merge_update_keeps_rows_not_run() -> None:
     for key in (("BERT_pytorch", "trace_once", "infer"), ("alexnet", "trace_everytime", "train")):
         assert by_key[key] == old[key]
     assert old[("resnet18", "trace_once", "train")].status == "pass"  # the old rows are not changed in place
+
+
+def test_a_row_that_passes_now_drops_its_old_known_issue() -> None:
+    """Found by the moe collection (issue 30): its training rows kept the id of an entry that no longer applied
+    after they passed."""
+    old_row = CaseRow("moe.mixtral", "trace_once", "train", "eager_two_runs_differ", graph_status="pass",
+                      known_issue="local:gone")
+    failing = CaseRow("m", "trace_once", "train", "fail_accuracy", graph_status="fail_graph", known_issue="local:kept")
+    run = cases_from_records([rec("parity", "moe.mixtral", status="pass"), rec("parity", "m", status="pass")])
+    updated, _ = merge_update({old_row.key: old_row, failing.key: failing}, run)
+    by_key = {r.key: r for r in updated}
+    assert by_key[old_row.key].status == "pass" and by_key[old_row.key].known_issue == ""
+    # the graph check still fails (not run again): the id stays
+    assert by_key[failing.key].status == "pass" and by_key[failing.key].known_issue == "local:kept"

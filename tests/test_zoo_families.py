@@ -115,3 +115,20 @@ def test_plain_torch_models_are_picklable(name: str) -> None:
     clone = pickle.loads(pickle.dumps(model))
     with torch.no_grad():
         assert torch.equal(model(*inputs), clone(*inputs))
+
+
+def test_ssdlite_eval_scores_are_not_tied_at_random_init() -> None:
+    """Without its BatchNorm statistics warmed, ssdlite320's eval features vanish and every score is exactly 1/3
+    (NMS then keeps the sort's tie order: eager fp32, fp64 and XLA disagree on the box count)."""
+    import torch
+
+    spec = buildable("detection.ssdlite320_mobilenet_v3_large")
+    torch.manual_seed(1337)
+    model = spec.build_model("small").eval()
+    cold = torchvision_families.detection("small", name="ssdlite320_mobilenet_v3_large", num_classes=3).eval()
+    inputs = spec.build_inputs("small", spec.batch("small"))
+    with torch.no_grad():
+        warmed_scores = model(*inputs)[0]["scores"]
+        cold_scores = cold(*inputs)[0]["scores"]
+    assert torch.all(cold_scores == cold_scores[0])  # the degenerate state the warm-up avoids
+    assert warmed_scores.unique().numel() > 100
