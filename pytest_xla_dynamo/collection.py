@@ -3,11 +3,12 @@
 ``parametrize`` turns ``--xla-backend``/``--xla-models``/``--xla-tensor-mode`` (or the markers
 ``xla_backend``/``xla_models``/``xla_tensor_mode`` of a test) into indirect parameters with readable ids
 (``test_training_parity[resnet18-trace_once]``); backends that do not support a test's ``xla_mode`` are
-left out. ``arrange`` deselects tests whose mode is not in ``--xla-modes``, runs the shared-case tests
-model by model, the largest first, and mode by mode (so each case is built once and freed before the next
-(model, mode)), puts each model's tests in one ``xdist_group``, and skips XLA tests where torch or torch_xla is
-missing. Nothing here touches a device; torch is imported only to count the sizes of two or more models on the
-meta device (:mod:`pytest_xla_dynamo.core.sizes`).
+left out. ``arrange`` deselects tests whose mode is not in ``--xla-modes``, puts each model's tests in one
+``xdist_group``, and skips XLA tests where torch or torch_xla is missing; ``order_by_model`` (called at the end of
+collection, after the CPU instruction-set cap) runs the shared-case tests model by model, the largest first, and
+mode by mode (so each case is built once and freed before the next (model, mode)). Nothing here touches a device;
+torch is imported only to count the sizes of two or more models on the meta device
+(:mod:`pytest_xla_dynamo.core.sizes`).
 """
 
 from __future__ import annotations
@@ -114,9 +115,10 @@ def order_by_model(items: list[pytest.Item], tier: str = "small") -> None:
 
 
 def arrange(session: XlaSession, items: list[pytest.Item]) -> None:
-    """Mode selection, model order, xdist groups and missing-stack skips (see the module docstring)."""
+    """Mode selection, xdist groups and missing-stack skips (see the module docstring); the model order comes
+    later (:func:`order_by_model`, from ``plugin.pytest_collection_finish``), once the CPU instruction-set cap is
+    set: sizing the models on the meta device runs torch, which would choose its CPU kernels before the cap."""
     deselect_modes(session, items)
-    order_by_model(items, session.xcfg.tier)
     reason = devices.skip_reason()
     for item in items:
         model = model_param(item)

@@ -268,6 +268,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         cpu_isa = session.config.pluginmanager.get_plugin("xla_dynamo_cpu_isa")
         if cpu_isa is not None:
             cpu_isa.apply()
+        from pytest_xla_dynamo import collection
+
+        # after the cap: sizing the models runs torch, which chooses its CPU kernels once (found by the main job:
+        # "torch already chose avx512 kernels in this process" when the order was set in modifyitems)
+        collection.order_by_model(session.items, xsession.xcfg.tier)
 
 
 # --- the runtime and per-test state -------------------------------------------------------------------
