@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-aslr", action="store_true", help="start each process with setarch -R")
     parser.add_argument("--rebuild", action="store_true",
-                        help="a new model, inputs and optimizer each round, after a spacer of random size")
+                        help="a new model, inputs and optimizer each round (the old kept), after random heap blocks")
     parser.add_argument("--mmap-threshold", type=int, default=0, metavar="BYTES",
                         help="fix malloc's mmap threshold in each process (0: glibc's dynamic default)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
