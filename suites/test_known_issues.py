@@ -37,6 +37,11 @@ def _sync() -> None:
     torch_xla.sync()
 
 
+def _compiles() -> int:
+    """XLA compilations so far in this process (torch_xla's ``CompileTime`` sample count)."""
+    return int((_metrics().metric_data("CompileTime") or (0,))[0])
+
+
 def _present(t: Any) -> Any:
     """A gradient or buffer that the step must have produced (a clear failure where it did not)."""
     assert t is not None, "expected a tensor (a gradient or a buffer), got None"
@@ -442,7 +447,6 @@ def test_step_after_a_recompile_compiles_nothing(xla_device: Any) -> None:
     """local:openxla-recompile-compiles-again-next-step: a training step under openxla whose module changes
     guarded state in its first forward (timm ConViT's GPSA replaces its ``rel_indices`` buffer), so dynamo
     recompiles it at step 2. Step 3 runs the same graphs as step 2 and must compile no XLA graph."""
-    met = _metrics()
 
     class ReplacesBuffer(nn.Module):
         rel: Any
@@ -466,12 +470,12 @@ def test_step_after_a_recompile_compiles_nothing(xla_device: Any) -> None:
     x = torch.randn(3, 7).to(xla_device)
     compiles = []
     for _ in range(3):
-        before = (met.metric_data("CompileTime") or (0,))[0]
+        before = _compiles()
         opt.zero_grad()
         step(x).sum().backward()
         opt.step()
         _sync()
-        compiles.append((met.metric_data("CompileTime") or (0,))[0] - before)
+        compiles.append(_compiles() - before)
     torch._dynamo.reset()
     assert compiles[2] == 0, (f"openxla: step 3 compiled {compiles[2]} XLA graph(s) after dynamo's recompile at "
                               f"step 2 (XLA compilations per step: {compiles})")
@@ -696,7 +700,7 @@ def test_cpu_index_backward_is_reproducible() -> None:
     assert differ == 0, f"the CPU backward of w[ids] is not reproducible: {differ} of 9 repeats differ from the first"
 
 
-def test_randperm_on_xla_matches_cpu_from_one_seed() -> None:
+def test_randperm_on_xla_matches_cpu_from_one_seed(xla_device: Any) -> None:
     """local:xla-rng-differs-from-cpu: seeded alike, the XLA device and the CPU draw the same permutation (they do
     not: each device has its own generator, so a model that samples in its forward, as detection's fg/bg samplers
     do with ``torch.randperm``, cannot match its eager run)."""
@@ -705,28 +709,24 @@ def test_randperm_on_xla_matches_cpu_from_one_seed() -> None:
     torch.manual_seed(1337)
     cpu = torch.randperm(64)
     torch_xla.manual_seed(1337)
-    on_xla = torch.randperm(64, device=torch_xla.device())
+    on_xla = torch.randperm(64, device=xla_device)
     _sync()
     assert torch.equal(cpu, on_xla.cpu()), "XLA's randperm draws other numbers than the CPU's from the same seed"
 
 
-def test_a_data_dependent_size_compiles_once() -> None:
+def test_a_data_dependent_size_compiles_once(xla_device: Any) -> None:
     """local:xla-data-dependent-shapes: a lazy step whose boolean-mask select keeps a data-dependent number of
     elements (what anchor matching and box sampling do in detection training) compiles once and reuses its graph
     when the count changes (it does not: aten::nonzero's size is baked into the graph, so every new count
     compiles a new one; XLA's shapes are static)."""
-    import torch_xla
-
-    met = _metrics()
-    dev = torch_xla.device()
-    x = torch.arange(64.0, device=dev)
+    x = torch.arange(64.0, device=xla_device)
     compiles = []
     for count in (10, 20, 30):
-        before = (met.metric_data("CompileTime") or (0,))[0]
-        threshold = torch.tensor(float(count)).to(dev)  # data, not a constant of the graph
+        before = _compiles()
+        threshold = torch.tensor(float(count)).to(xla_device)  # data, not a constant of the graph
         total = x[x < threshold].sum()
         _sync()
         assert total.item() == sum(range(count))
-        compiles.append((met.metric_data("CompileTime") or (0,))[0] - before)
+        compiles.append(_compiles() - before)
     assert compiles[-1] == 0, (f"a boolean-mask select compiled again for a new data-dependent size: XLA "
                                f"compilations per step {compiles}")

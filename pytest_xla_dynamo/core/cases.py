@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core import metrics, patches
 from pytest_xla_dynamo.core.backends import Backend
+from pytest_xla_dynamo.core.devices import seed_everything
 from pytest_xla_dynamo.core.stages import stage
 
 if TYPE_CHECKING:
@@ -297,8 +298,6 @@ def iter_live(case: PreparedCase, steps: int, phase: str = "") -> Iterator[LiveS
     that a model drawing random numbers in its forward (detection's box samplers) draws the same ones in every
     eager run of it, and two eager runs differ only where the model is not deterministic."""
     __tracebackhide__ = True
-    from pytest_xla_dynamo.core.devices import seed_everything
-
     case.reset()
     seed_everything(case.key.seed)
     for index in range(1, steps + 1):

@@ -23,12 +23,12 @@ No torch here.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
 from pytest_xla_dynamo.timing.noise import median_noise
+from pytest_xla_dynamo.timing.stats import median
 
 STATISTIC = ("max(1.2533 * 1.4826 * c_N * MAD(process speedups) / sqrt(N) / median(process speedups), "
              "median(the processes' own speedup noise) / sqrt(N))")
@@ -36,7 +36,7 @@ STATISTIC = ("max(1.2533 * 1.4826 * c_N * MAD(process speedups) / sqrt(N) / medi
 
 def _median(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
+    return median(present) if present else None
 
 
 def _reasons(record: CaseRecord) -> list[str]:
@@ -81,7 +81,7 @@ def combine(records: Sequence[CaseRecord], processes: int) -> CaseRecord:
                    f"needed; the median is over all {len(measured)}): " + "; ".join(
                        f"process {i}: {', '.join(_reasons(r))}" for i, r in enumerate(measured, 1)
                        if r.status == UNRELIABLE))
-    return replace(middle, status=status, message=message, speedup=round(statistics.median(speedups), 5),
+    return replace(middle, status=status, message=message, speedup=round(median(speedups), 5),
                    abs_latency=_median([r.abs_latency for r in used]),
                    baseline_latency=_median([r.baseline_latency for r in used]),
                    spread=_median([r.spread for r in used]), timing=replace(middle.timing, stats=stats))

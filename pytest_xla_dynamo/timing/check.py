@@ -25,8 +25,10 @@ combination (:mod:`~pytest_xla_dynamo.timing.across`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -195,11 +197,23 @@ class XlaTiming(CaseCheck):
                                 xcfg.min_run_time)
         return _Run(spec, backend, base_backend, mode, budget.threads, budget.cores, base_fields, context)
 
+    @property
+    def _shared_lock(self) -> bool:
+        """Whether the machine lock is shared with other xdist workers (else it is a no-op)."""
+        return isinstance(self.session.machine_lock, MachineLock)
+
+    @contextlib.contextmanager
+    def _machine_alone(self) -> Iterator[float]:
+        """Hold the machine alone for timed work: the lock exclusive (other xdist workers wait; a no-op without
+        them), then until the other workers' last work (a report sent, a model freed) has ended; yields the
+        seconds waited, the settling included."""
+        with self.session.machine_lock.exclusive() as waited:
+            yield waited + (settle() if self._shared_lock else 0.0)
+
     def _across_processes(self, run: _Run) -> CaseRecord:
         """Measure the case in ``--xla-timing-processes`` fresh processes, one after the other (each holding the
         machine lock exclusive, compile included), and record their combination (:mod:`timing.across`)."""
         session, count = self.session, self.session.xcfg.timing_processes
-        shared = isinstance(session.machine_lock, MachineLock)
         if hasattr(self.benchmark, "_mode"):
             # pytest-benchmark times nothing in this process (the children do, each with its own benchmark
             # fixture): marked used, so that it does not warn "Benchmark fixture was not used at all"; it then has no
@@ -207,9 +221,7 @@ class XlaTiming(CaseCheck):
             self.benchmark._mode = "xla-dynamo: timed in --xla-timing-processes children"
         records: list[CaseRecord] = []
         for index in range(1, count + 1):
-            with session.machine_lock.exclusive():
-                if shared:
-                    settle()
+            with self._machine_alone():
                 child = isolation.run_child(self.item, session.xcfg, session.xcfg.isolate_timeout)
             records.append(self._process_record(run, child, f"timing process {index} of {count}"))
         record = across.combine(records, count)
@@ -273,11 +285,8 @@ class XlaTiming(CaseCheck):
         if hasattr(benchmark, "group"):
             benchmark.group = BENCHMARK_GROUP.format(mode=run.mode)
         attempts: list[Attempt] = []
-        # the timed runs hold the machine alone (other xdist workers wait; a no-op without them), once the
-        # other workers' last work (a report sent, a model freed) has ended
-        shared = isinstance(self.session.machine_lock, MachineLock)
-        with self.session.machine_lock.exclusive() as waited:
-            waited += settle() if shared else 0.0
+        shared = self._shared_lock
+        with self._machine_alone() as waited:
             if user_disabled:  # pytest-benchmark runs setup and target once
                 measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
                 return _Timed(measured, attempts, timer, user_disabled, waited)
