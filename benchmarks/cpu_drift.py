@@ -1,7 +1,7 @@
 """Is the between-process noise the machine's own? CPU eager's step beside fixed work that involves no model.
 
     PJRT_DEVICE=CPU python benchmarks/cpu_drift.py [--processes 6] [--rounds 5] [--model resnet18]
-        [--min-run-time 0.2] [--threads 1] [--no-aslr] [--rebuild] [--mmap-threshold BYTES]
+        [--min-run-time 0.2] [--threads 1] [--no-aslr] [--rebuild | --redraw] [--mmap-threshold BYTES]
 
 The question behind it (issue 31): CPU eager's median step moves ~20% between processes and up to 40% within one
 after an idle spell, with no page fault and no other process (benchmarks/page_faults.py). If the machine itself
@@ -30,6 +30,9 @@ at every step: a process keeps the placement it drew at its start. ``--rebuild``
 round inside one process (a new model, inputs and optimizer, built while the old ones stay allocated and after
 a random number of 4-120 KB heap blocks, kept, that shift where the next blocks land): if eager's rounds then
 spread within a process as its medians do between processes, the placement is the cause.
+``--redraw`` does what the timing suite's ``--xla-placements`` does before each timed run
+(:class:`pytest_xla_dynamo.timing.placement.Placement`): the same model, its parameters, buffers and inputs moved
+to fresh storage after new heap spacers, the old ones let go (memory bounded, unlike ``--rebuild``).
 ``--mmap-threshold BYTES`` fixes malloc's mmap threshold in each process (``mallopt(M_MMAP_THRESHOLD)``, which
 also stops glibc from raising it): every block of that size or more is then a fresh ``mmap``, new pages at every
 step, so every run averages over many placements (docs/timing.md: what both showed). Figures only: run it alone,
@@ -89,6 +92,9 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     spec = zoo.get_model(args.model)
     built: dict[str, Any] = {}
+    from pytest_xla_dynamo.timing.placement import Placement
+
+    placement = Placement()
     spacers: list[bytearray] = []  # --rebuild: heap blocks below the mmap threshold, kept, that shift the heap
     kept: list[dict[str, Any]] = []
 
@@ -121,7 +127,20 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             build()
             for _ in range(2):
                 step()
-        rounds["eager"].append(_timed(step, iterations) / iterations)
+        if args.redraw == "round" and index:
+            built["inputs"] = placement.redraw(built["model"], built["inputs"])
+            for _ in range(args.settle_steps):
+                step()
+        if args.redraw == "step":
+            total = 0.0
+            for _ in range(iterations):
+                built["inputs"] = placement.redraw(built["model"], built["inputs"])
+                for _ in range(args.settle_steps):
+                    step()
+                total += _timed(step, 1)
+            rounds["eager"].append(total / iterations)
+        else:
+            rounds["eager"].append(_timed(step, iterations) / iterations)
         rounds["matmul"].append(_timed(lambda: torch.mm(a, b), 100))
         rounds["sha256"].append(_timed(lambda: hashlib.sha256(data).digest(), 2000))
         rounds["copy"].append(_timed(lambda: target.__setitem__(slice(None), big), 1))
@@ -144,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-aslr", action="store_true", help="start each process with setarch -R")
     parser.add_argument("--rebuild", action="store_true",
                         help="a new model, inputs and optimizer each round (the old kept), after random heap blocks")
+    parser.add_argument("--redraw", choices=("none", "round", "step"), default="none",
+                        help="the timing suite's placement redraw (--xla-placements): before each round after the "
+                             "first, or before each timed step")
+    parser.add_argument("--settle-steps", type=int, default=2, help="untimed steps after each redraw")
     parser.add_argument("--mmap-threshold", type=int, default=0, metavar="BYTES",
                         help="fix malloc's mmap threshold in each process (0: glibc's dynamic default)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

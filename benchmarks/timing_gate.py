@@ -2,7 +2,7 @@
 
     PJRT_DEVICE=CPU python benchmarks/timing_gate.py [--models resnet18,BERT_pytorch] [--modes train]
         [--backends trace_once] [--runs 2] [--slowdown 0.10] [--ratio 0.9] [--repeat 5] [--min-run-time 0.2]
-        [--ignore-interference] [--out DIR] [-- extra pytest args]
+        [--baseline-processes N] [--ignore-interference] [--out DIR] [-- extra pytest args]
 
 First one pytest subprocess records the timing baseline (``suites/test_timing.py --xla-report=json``,
 unmodified). Then 2K gate runs against it (``--xla-timing-baseline``, ``--xla-min-speedup-ratio``), alternating
@@ -16,7 +16,9 @@ F = 0 in the baseline and unmodified runs), so all processes run the same code. 
 (other load) is never gated, and an unreliable baseline record is no baseline: on a loaded machine nothing may
 be gated. ``--ignore-interference`` (test-only, ``XLA_GATE_IGNORE_INTERFERENCE=1``) turns the interference
 rules off so that the verdicts can be shown there; its figures say nothing about the false-alarm rate.
-Figures only, nothing asserted;
+``--baseline-processes N`` records the baseline with ``--xla-timing-processes=N`` (the gate runs stay in one
+process each): its cases then carry the spread between processes, which the gate takes as a one-process run's
+noise where it is the larger (docs/ci.md). Figures only, nothing asserted;
 the exit status is 0 unless a subprocess gave no report. resnet18 and BERT_pytorch training, trace once, K = 2:
 about 10 minutes on 2 quiet cores.
 """
@@ -47,10 +49,13 @@ def load() -> str:
 
 
 def pytest_cmd(args: argparse.Namespace, out: Path, rest: list[str], *, gate: Path | None) -> list[str]:
+    """The pytest command of the baseline (``gate`` None) or of a gate run against ``gate``."""
     cmd = [sys.executable, "-m", "pytest", str(SUITE), f"--xla-models={args.models}", f"--xla-modes={args.modes}",
            f"--xla-backend={args.backends}", f"--xla-repeat={args.repeat}", f"--xla-min-run-time={args.min_run_time}",
            f"--xla-iterations-per-run={args.iterations_per_run}", "--xla-report=json", f"--xla-report-dir={out}",
            "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    if gate is None and args.baseline_processes > 1:
+        cmd.append(f"--xla-timing-processes={args.baseline_processes}")
     if gate is not None:
         cmd += [f"--xla-timing-baseline={gate}", f"--xla-min-speedup-ratio={args.ratio}",
                 f"--xla-summary={out / 'summary.md'}"]
@@ -111,6 +116,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--iterations-per-run", type=int, default=1)
     parser.add_argument("--min-run-time", default="0.2")
+    parser.add_argument("--baseline-processes", type=int, default=1,
+                        help="record the baseline with --xla-timing-processes=N (the gate runs: one process each)")
     parser.add_argument("--out", type=Path, help="folder for the reports (default: a temporary one)")
     parser.add_argument("--ignore-interference", action="store_true",
                         help="test-only: no record is made unreliable (to show the verdicts on a loaded machine)")
@@ -120,7 +127,8 @@ def main() -> int:
     print(f"cores: {os.cpu_count()}, load at start: {load()}; models {args.models}, modes {args.modes}, backends "
           f"{args.backends}, repeat {args.repeat}, iterations per run {args.iterations_per_run}, min run time "
           f"{args.min_run_time} s, gate ratio {args.ratio}, injected slowdown {args.slowdown:.0%} of the speedup, "
-          f"K = {args.runs}" + (", interference rules OFF (test-only)" if args.ignore_interference else ""),
+          f"K = {args.runs}, baseline processes {args.baseline_processes}"
+          + (", interference rules OFF (test-only)" if args.ignore_interference else ""),
           flush=True)
     with tempfile.TemporaryDirectory(prefix="xla-gate-") as name:
         folder = args.out or Path(name)

@@ -48,6 +48,7 @@ REPORT_FORMATS = ("table", "csv", "json", "png")
 KNOWN_ISSUE_POLICIES = ("xfail", "run", "skip")
 TRIAGE_POLICIES = ("auto", "full", "summary", "off")
 DROPOUT_POLICIES = ("identity", "keep")
+PLACEMENTS = ("step", "run", "once")  # --xla-placements (pytest_xla_dynamo.timing.placement)
 SHARDS_MAX = 1000  # --xla-shard=I/N: N beyond any CI matrix (the split keeps a list of N loads)
 THREADS_MAX = 4096  # --xla-threads: beyond any machine's cores (torch takes a C int)
 MAX_TIMING_PROCESSES = 15  # --xla-timing-processes: a typo guard (each process compiles the case again)
@@ -73,6 +74,7 @@ class XlaConfig:
     repeat: int = 5
     min_run_time: float = DEFAULT_MIN_RUN_TIME  # --xla-min-run-time, seconds (0: runs not calibrated)
     timing_processes: int = 1  # --xla-timing-processes (pytest_xla_dynamo.timing.across)
+    placements: str = "once"  # --xla-placements (timing.placement): once, or anew per timed step or run
     baseline_backend: str = "eager"
     baseline_auto: bool = False  # baseline_backend came from 'auto' (see auto_baseline)
     threads: int | None = None  # --xla-threads; None: auto (pytest_xla_dynamo.timing.threads.auto_threads)
@@ -277,10 +279,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
 
     collections = dict(collections) if collections is not None else {SEED: list(models)}
     zoo = choice_list(*get("xla_zoo"), list(collections))
-    baseline = choice_list(*get("xla_baseline_backend"), [*backends, "auto"], allow_all=False,
-                           aliases=backend_aliases)
-    if len(baseline) != 1:
-        raise _bad(o["xla_baseline_backend"], raw["xla_baseline_backend"], [*backends, "auto"])
+    baseline = _baseline(get("xla_baseline_backend"), backends, backend_aliases)
     values: dict[str, Any] = dict(
         backends=choice_list(*get("xla_backend"), backends, aliases=backend_aliases),
         tier=choice(*get("xla_tier"), ("small", "full")),
@@ -298,8 +297,9 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         repeat=to_int(*get("xla_repeat")),
         min_run_time=to_seconds(*get("xla_min_run_time")),
         timing_processes=to_int(*get("xla_timing_processes"), maximum=MAX_TIMING_PROCESSES),
-        baseline_backend=auto_baseline(env) if baseline[0] == "auto" else baseline[0],
-        baseline_auto=baseline[0] == "auto",
+        placements=choice(*get("xla_placements"), PLACEMENTS),
+        baseline_backend=auto_baseline(env) if baseline == "auto" else baseline,
+        baseline_auto=baseline == "auto",
         threads=to_threads(*get("xla_threads")),
         cpu_isa=choice(*get("xla_cpu_isa"), CPU_ISAS),
         report=choice_list(*get("xla_report"), REPORT_FORMATS, allow_empty=True),
@@ -320,6 +320,15 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
     )
     _check_together(values)
     return XlaConfig(**values, sources=sources)
+
+
+def _baseline(got: tuple[Option, str], backends: Sequence[str], aliases: Mapping[str, str]) -> str:
+    """``--xla-baseline-backend``: one backend name, or 'auto'."""
+    valid = [*backends, "auto"]
+    baseline = choice_list(*got, valid, allow_all=False, aliases=aliases)
+    if len(baseline) != 1:
+        raise _bad(got[0], got[1], valid)
+    return baseline[0]
 
 
 def _raw_values(config: pytest.Config, environ: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str]]:

@@ -36,6 +36,8 @@ def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = 
         args += [f"--xla-iterations-per-run={xcfg.iterations_per_run}", f"--xla-repeat={xcfg.repeat}"]
         if xcfg.min_run_time != DEFAULT_MIN_RUN_TIME:
             args.append(f"--xla-min-run-time={xcfg.min_run_time:g}")
+        if xcfg.placements != "once":
+            args.append(f"--xla-placements={xcfg.placements}")
         if xcfg.timing_processes != 1:
             args.append(f"--xla-timing-processes={xcfg.timing_processes}")
         if not xcfg.baseline_auto:

@@ -70,6 +70,13 @@ def test_messages_say_where_a_bad_value_came_from() -> None:
         "--xla-tier (env PYTEST_XLA_TIER): invalid value 'huge'; valid: small, full")
 
 
+def test_placements_are_step_run_or_once() -> None:
+    assert resolve().placements == "once"
+    assert resolve(env={"PYTEST_XLA_PLACEMENTS": "step"}).placements == "step"
+    assert usage_error(cli={"xla_placements": "always"}) == (
+        "--xla-placements: invalid value 'always'; valid: step, run, once")
+
+
 # --- the seed's environment variables -------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ from sample_data import gating_record as rec
 
 from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating import rules as r
-from pytest_xla_dynamo.gating.noise import baseline_noise, noise_note, read_timing_noise, record_noise
+from pytest_xla_dynamo.gating.noise import baseline_noise, between_noise, noise_note, read_timing_noise, record_noise
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines
 from pytest_xla_dynamo.gating.run import timing_from_records
 from pytest_xla_dynamo.records import UNRELIABLE
@@ -99,6 +99,16 @@ def test_noisy_is_a_note_below_slower_and_never_fails() -> None:
 # --- the noise of records and baselines ----------------------------------------------------------------
 
 
+def _between(name: str, speedup: float, noise_: float, processes: list[float] | None, backend: str = "trace_once",
+             mode: str = "train", **kw: Any) -> Any:
+    """:func:`_timing` of a baseline measured in ``len(processes)`` processes with those speedups."""
+    record = _timing(name, speedup, noise_, backend, mode, **kw)
+    assert record.timing is not None and record.timing.stats is not None
+    record.timing.stats = replace(record.timing.stats, process_speedups=processes,
+                                  timing_processes=len(processes or []) or None)
+    return record
+
+
 def _timing(name: str, speedup: float, noise_: Any = None, backend: str = "trace_once", mode: str = "train",
             **kw: Any) -> Any:
     """A measured timing record whose statistics carry the speedup noise ``noise_`` (None: none)."""
@@ -121,7 +131,38 @@ def test_baseline_noise_follows_the_baseline_speedups(tmp_path: Path) -> None:
     assert baseline_noise(records) == {("a", "trace_once", "train"): 0.02}
     path = tmp_path / "base.jsonl"
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in records))
-    assert read_timing_noise(path) == {("a", "trace_once", "train"): 0.02}
+    assert read_timing_noise(path) == ({("a", "trace_once", "train"): 0.02}, {})
+
+
+def test_a_baseline_of_several_processes_says_how_far_one_strays(tmp_path: Path) -> None:
+    """process_speedups 1.0, 1.1, 0.9: MAD 0.1, x 1.4826 x c_3 1.495 / median 1.0 = 22.2% for one process."""
+    records = [_between("a", 1.0, 0.05, [1.0, 1.1, 0.9]), _between("b", 1.0, 0.05, [1.0, 1.1]),
+               _between("c", 1.0, 0.05, None), _between("d", 1.0, 0.05, [1.0, 1.5, 0.5], status=UNRELIABLE)]
+    a = ("a", "trace_once", "train")
+    assert between_noise(records) == {a: pytest.approx(0.1 * 1.4826 * 1.495, abs=1e-5)}
+    assert noise.value_noise([1.0, 1.1, 0.9]) == pytest.approx(0.2216, abs=1e-4)
+    assert noise.median_noise([1.0, 1.1, 0.9]) == pytest.approx(1.2533 * 0.2216 / math.sqrt(3), abs=1e-4)
+    path = tmp_path / "base.jsonl"
+    path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in records))
+    assert read_timing_noise(path)[1] == {a: pytest.approx(0.22165, abs=1e-5)}
+    assert noise_note({a: 1.0}, {a: 0.05}, {a: 0.2}) == (
+        " (noise-aware: all 1 baseline cases carry their noise; 1 with the spread between its processes)")
+
+
+def test_a_one_process_run_takes_the_baselines_between_process_spread_as_its_noise() -> None:
+    assert r.run_noise(0.01, 0.06) == 0.06 and r.run_noise(0.01, 0.06, processes=4) == 0.03
+    assert r.run_noise(0.08, 0.06) == 0.08 and r.run_noise(None, 0.06) is None and r.run_noise(0.01, None) == 0.01
+    a = ("a", "trace_once", "train")
+    runs = timing_from_records([_timing("a", 0.95, 0.01)])
+    assert runs[a].processes == 1
+    # its own runs say ±1%, steady: a 5% drop passes at 0.9; the baseline's processes stray 6% each: NOISY
+    plain = r.compare(None, {}, timing=runs, baseline={a: 1.0}, min_speedup_ratio=0.9, baseline_noise={a: 0.01})
+    assert plain.verdicts[0].label == lb.PASS
+    gated = r.compare(None, {}, timing=runs, baseline={a: 1.0}, min_speedup_ratio=0.9, baseline_noise={a: 0.01},
+                      between_noise={a: 0.06})
+    (finding,) = gated.verdicts[0].findings
+    assert finding.label == lb.NOISY
+    assert "(this run ±6.0% from the spread between the baseline's processes, baseline ±1.0%)" in finding.detail
 
 
 def test_timing_cases_carry_their_noise() -> None:
@@ -210,17 +251,20 @@ def test_calibrated_runs_noise_in_the_record_and_the_noise_aware_gate(suite: pyt
         _timing("tiny", 1000.0, 0.6, "trace_once", "infer"),
         # an old baseline, no noise field: the plain ratio, SLOWER
         timing_record("tiny", "trace_everytime", "train", 1000.0),
-    ]  # trace_everytime infer: no baseline, not gated
+        # steady by its own runs, but its processes strayed (a 155% spread for one process): NOISY
+        _between("tiny", 1000.0, 0.001, [1000.0, 3000.0, 300.0], "trace_everytime", "infer"),
+    ]
     suite.path.joinpath("baseline.jsonl").write_text("".join(json.dumps(s.to_json()) + "\n" for s in stored))
     result = suite.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:xdist", "--xla-models=tiny", "-W",
         "ignore::pytest.PytestUnknownMarkWarning", "--xla-backend=trace_once,trace_everytime", "--xla-repeat=5",
         f"--xla-min-run-time={MIN_RUN_TIME}", "--xla-min-speedup-ratio=0.9", "--xla-timing-baseline=baseline.jsonl",
-        "--xla-report=json", "--xla-report-dir=rep", "--xla-summary=summary.md", timeout=900)
+        "--xla-placements=step", "--xla-report=json", "--xla-report-dir=rep", "--xla-summary=summary.md", timeout=900)
     result.assert_outcomes(passed=4)
     out = result.stdout.str()
     assert result.ret == lb.GATE_FAILED_EXIT, out[-3000:]
-    assert "speedup >= 0.9 x baseline.jsonl (noise-aware for 2 of 3 baseline cases; the others carry no noise" in out
+    assert ("speedup >= 0.9 x baseline.jsonl (noise-aware for 3 of 4 baseline cases; 1 with the spread between its "
+            "processes; the others carry no noise") in out
 
     records = {(x["backend"], x["mode"]): x for x in
                (json.loads(line) for line in (suite.path / "rep" / "xla-dynamo.jsonl").read_text().splitlines())
@@ -250,20 +294,25 @@ def test_calibrated_runs_noise_in_the_record_and_the_noise_aware_gate(suite: pyt
         assert extra["speedup_noise"] == pytest.approx(
             noise.speedup_noise(speedups, [1.0] * len(speedups)), rel=0.02, abs=1e-4)
         assert extra["speedup_noise_statistic"] == noise.STATISTIC
+        # --xla-placements=step: the eager baseline (CPU) drew a placement before each of its timed steps
+        assert extra["placements"] == "step" and extra["placement_redraws"] == 5 * calibrated
+        assert "--xla-placements=step" in record["repro"]
 
     summary = (suite.path / "summary.md").read_text()
     assert "### Regressions (2)" in summary
-    assert "### Speed gate: too noisy to gate (1)" in summary
+    assert "### Speed gate: too noisy to gate (2)" in summary
     assert "- **tiny · trace_once · infer**: cannot gate at 10%: noise ±" in summary
     rows = {tuple(c.strip() for c in line.strip("|").split("|"))[:3]: line.rsplit("|", 2)[-2].strip()
             for line in summary.splitlines() if line.startswith("| tiny ")}
     assert rows == {("tiny", "trace_once", "train"): lb.SLOWER, ("tiny", "trace_once", "infer"): lb.NOISY,
-                    ("tiny", "trace_everytime", "train"): lb.SLOWER, ("tiny", "trace_everytime", "infer"): lb.PASS}
+                    ("tiny", "trace_everytime", "train"): lb.SLOWER, ("tiny", "trace_everytime", "infer"): lb.NOISY}
     stable = next(line for line in summary.splitlines() if line.startswith("- **tiny · trace_once · train**"))
     old = next(line for line in summary.splitlines() if line.startswith("- **tiny · trace_everytime · train**"))
     assert "noise ±" in stable and "baseline ±0.1%" in stable
     assert "noise" not in old and "< 0.9 x baseline 1000.00x = 900.00x" in old
-    assert "cases: 2 SLOWER, 1 NOISY, 1 PASS" in out
+    strayed = next(line for line in summary.splitlines() if line.startswith("- **tiny · trace_everytime · infer**"))
+    assert "this run ±155.2% from the spread between the baseline's processes, baseline ±0.1%" in strayed
+    assert "cases: 2 SLOWER, 2 NOISY" in out
     assert "NOISY           tiny · trace_once · infer: cannot gate at 10%" in out
 
 

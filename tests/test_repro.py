@@ -31,6 +31,9 @@ def test_timing_adds_its_options_and_leaves_xdist_out() -> None:
     pinned = XlaConfig(baseline_backend="trace_everytime", threads=2)
     assert repro_command(NODE, pinned, "trace_once", timing=True).endswith(
         "--xla-repeat=5 --xla-baseline-backend=trace_everytime --xla-threads=2 -p no:xdist")
+    drawn = XlaConfig(placements="step", timing_processes=3)
+    assert repro_command(NODE, drawn, "trace_once", timing=True).endswith(
+        "--xla-repeat=5 --xla-placements=step --xla-timing-processes=3 --xla-baseline-backend=eager -p no:xdist")
 
 
 def test_nodeid_command_and_prefix() -> None:

@@ -209,3 +209,32 @@ def test_settle_waits_for_the_other_processes_to_go_quiet() -> None:
 def test_settle_without_proc_stat_does_not_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(measure_module, "machine_busy", lambda: None)
     assert measure_module.settle(window=5.0) < 1.0
+
+
+def test_measure_draws_a_cpu_sides_placement_before_each_of_its_timed_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--xla-placements=run: before each timed run a side on the CPU gets a new placement and one untimed step
+    (not in its run's time); a side on another device (meta stands in for XLA) is left alone."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(measure_module, "loadavg", lambda: None)
+    clock = FakeClock()
+    monkeypatch.setattr(measure_module, "time", clock)
+    log: list[str] = []
+    case, baseline = FakeCase(log, "case", 0.01, True, clock), FakeCase(log, "base", 0.02, False, clock)
+    inputs = (torch.ones(1, 2),)
+    baseline.device, baseline.model, baseline.inputs = torch.device("cpu"), torch.nn.Linear(2, 2), inputs  # type: ignore[attr-defined]
+    case.device, case.model, case.inputs = torch.device("meta"), torch.nn.Linear(2, 2, device="meta"), ()  # type: ignore[attr-defined]
+    result = timing.measure(case, baseline, 2, 3, placements="run")  # type: ignore[arg-type]
+    assert (result.placements, result.redraws) == ("run", {"baseline": 3})
+    assert baseline.inputs is not inputs and torch.equal(baseline.inputs[0], inputs[0])  # type: ignore[attr-defined]
+    assert result.baseline_runs == pytest.approx([0.04] * 3) and result.backend_runs == pytest.approx([0.02] * 3)
+    timed = [entry for entry in log if entry.endswith(("step", "grads"))][4:]  # after one priming step each
+    assert timed == ["base step", "base drop_grads",  # the redraw's untimed step
+                     "base step", "base step", "base drop_grads", "case step", "case step", "case drop_grads"] * 3
+    # "step": a draw and its untimed step before every timed step; the run's time is its timed steps' sum
+    log.clear()
+    result = timing.measure(case, baseline, 2, 3, placements="step")  # type: ignore[arg-type]
+    assert result.redraws == {"baseline": 6} and result.baseline_runs == pytest.approx([0.04] * 3)
+    timed = [entry for entry in log if entry.endswith(("step", "grads"))][4:]
+    drawn_step = ["base step", "base drop_grads", "base step"]  # the draw's untimed step, then a timed one
+    assert timed == (drawn_step * 2 + ["base drop_grads", "case step", "case step", "case drop_grads"]) * 3
+    assert timing.measure(case, baseline, 2, 1).redraws == {}  # type: ignore[arg-type]  # the default: "once"

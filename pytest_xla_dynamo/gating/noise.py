@@ -5,17 +5,23 @@ A timing record carries its ``speedup_noise`` (``record.timing.stats``, in the J
 from this run's records and from the stored baseline (the JSON report given to ``--xla-timing-baseline``). A
 baseline written before the field existed has none: its cases are gated by the plain ratio, as before
 (:func:`pytest_xla_dynamo.gating.rules.speedup_rule`).
+
+A baseline measured in several processes (``--xla-timing-processes N``, N >= 3) also says how far *one* process's
+speedup strays from another's (:func:`between_noise`, from its ``process_speedups``): a run measured in fewer
+processes carries that shift, which its own runs cannot see, so the gate takes it as the run's noise where it is
+the larger (:func:`pytest_xla_dynamo.gating.rules.run_noise`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from pytest_xla_dynamo.gating.expected import ExpectedFileError
 from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
+from pytest_xla_dynamo.timing.noise import value_noise
 
 NOISE_FIELD = "speedup_noise"
 
@@ -29,42 +35,63 @@ def record_noise(record: CaseRecord) -> float | None:
     return float(value) if math.isfinite(value) and value >= 0 else None
 
 
-def baseline_noise(records: Iterable[CaseRecord]) -> dict[Key, float]:
-    """The noise of every baseline case that has one, from the records the baseline speedups come from
+def _per_case(records: Iterable[CaseRecord], figure: Callable[[CaseRecord], float | None]) -> dict[Key, float]:
+    """``figure`` of every baseline case that has one, from the records the baseline speedups come from
     (``timing``, with a speedup, not ``unreliable``; the last record of a case wins, as for its speedup)."""
     out: dict[Key, float] = {}
     for record in records:
         if record.suite != "timing" or record.speedup is None or record.status == UNRELIABLE:
             continue
         key = (str(record.name), str(record.backend), str(record.mode))
-        noise = record_noise(record)
-        if noise is None:
+        value = figure(record)
+        if value is None:
             out.pop(key, None)
         else:
-            out[key] = noise
+            out[key] = value
     return out
 
 
-def read_timing_noise(path: Path) -> dict[Key, float]:
-    """:func:`baseline_noise` of a JSON report (an unreadable one: :class:`ExpectedFileError`, as
-    :func:`pytest_xla_dynamo.gating.run.read_timing_baseline` says it)."""
+def baseline_noise(records: Iterable[CaseRecord]) -> dict[Key, float]:
+    """The noise of every baseline case that has one (:func:`record_noise`)."""
+    return _per_case(records, record_noise)
+
+
+def _process_noise(record: CaseRecord) -> float | None:
+    stats = record.timing.stats if record.timing is not None else None
+    value = value_noise(stats.process_speedups or []) if stats is not None else None
+    return None if value is None else round(value, 5)
+
+
+def between_noise(records: Iterable[CaseRecord]) -> dict[Key, float]:
+    """Per baseline case measured in 3 or more processes: the relative standard deviation of one process's speedup
+    (:func:`~pytest_xla_dynamo.timing.noise.value_noise` of its ``process_speedups``)."""
+    return _per_case(records, _process_noise)
+
+
+def read_timing_noise(path: Path) -> tuple[dict[Key, float], dict[Key, float]]:
+    """:func:`baseline_noise` and :func:`between_noise` of a JSON report (an unreadable one:
+    :class:`ExpectedFileError`, as :func:`pytest_xla_dynamo.gating.run.read_timing_baseline` says it)."""
     from pytest_xla_dynamo.report import read_json
 
     try:
-        return baseline_noise(read_json(path))
+        records = read_json(path)
+        return baseline_noise(records), between_noise(records)
     except (ValueError, TypeError, KeyError, AttributeError, OSError) as err:
         raise ExpectedFileError(f"{path}: not a JSON report: {err}") from None
 
 
-def noise_note(baseline: dict[Key, float] | None, noise: dict[Key, float]) -> str:
+def noise_note(baseline: dict[Key, float] | None, noise: dict[Key, float],
+               between: dict[Key, float] | None = None) -> str:
     """The header's word on the rule: how many baseline cases carry a noise figure (noise-aware) and how many
-    do not (the plain ratio)."""
+    do not (the plain ratio), and how many a between-process spread."""
     total = len(baseline or {})
     if not total:
         return ""
     aware = sum(1 for key in (baseline or {}) if key in noise)
+    spread = sum(1 for key in (baseline or {}) if key in (between or {}))
+    across = f"; {spread} with the spread between its processes" if spread else ""
     if aware == total:
-        return f" (noise-aware: all {total} baseline cases carry their noise)"
+        return f" (noise-aware: all {total} baseline cases carry their noise{across})"
     if not aware:
         return " (the baseline records no noise: plain ratio, as before)"
-    return f" (noise-aware for {aware} of {total} baseline cases; the others carry no noise: plain ratio)"
+    return f" (noise-aware for {aware} of {total} baseline cases{across}; the others carry no noise: plain ratio)"

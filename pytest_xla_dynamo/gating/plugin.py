@@ -44,6 +44,7 @@ class GatingPlugin:
         self.expected: dict[Key, CaseRow] | None = None
         self.baseline: dict[Key, float] | None = None
         self.baseline_noise: dict[Key, float] = {}  # the stored baseline's speedup noise (the noise-aware gate)
+        self.between_noise: dict[Key, float] = {}  # its spread between processes (a baseline of several)
         self._failed_nodeids: set[str] = set()
         self.result: GateResult | None = None
         self.run_cases: dict[Key, RunCase] = {}
@@ -62,7 +63,7 @@ class GatingPlugin:
                 self.expected_metadata = read_metadata(xcfg.expected)
             if xcfg.min_speedup_ratio is not None and xcfg.timing_baseline is not None:
                 self.baseline = read_timing_baseline(xcfg.timing_baseline)
-                self.baseline_noise = read_timing_noise(xcfg.timing_baseline)
+                self.baseline_noise, self.between_noise = read_timing_noise(xcfg.timing_baseline)
         except (ExpectedFileError, OSError) as err:
             raise pytest.UsageError(f"xla-dynamo gate: {err}") from None
 
@@ -103,7 +104,7 @@ class GatingPlugin:
                 lines.append(self.kernel_note)
         if self.xcfg.min_speedup_ratio is not None:
             lines.append(f"xla-dynamo gate: speedup >= {self.xcfg.min_speedup_ratio:g} x {self.xcfg.timing_baseline}"
-                         + noise_note(self.baseline, self.baseline_noise))
+                         + noise_note(self.baseline, self.baseline_noise, self.between_noise))
         return lines
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -137,7 +138,7 @@ class GatingPlugin:
         if self.expected is not None or self.baseline is not None:
             self.result = compare(self.expected, self.run_cases, timing=timing_from_records(store),
                                   baseline=self.baseline, min_speedup_ratio=xcfg.min_speedup_ratio,
-                                  baseline_noise=self.baseline_noise)
+                                  baseline_noise=self.baseline_noise, between_noise=self.between_noise)
         if xcfg.update_expected and xcfg.expected is not None:
             self._update(xcfg.expected)
         elif self.result is not None and self.result.failed(xcfg.strict_improved):

@@ -139,16 +139,27 @@ def noise_tolerance(baseline_noise: float | None, noise: float | None) -> float 
     return NOISE_Z * math.hypot(baseline_noise, noise)
 
 
+def run_noise(noise: float | None, between: float | None, processes: int = 1) -> float | None:
+    """This run's noise as the gate takes it: its own (within its processes), or, when the baseline says how far one
+    process strays from another (``between``, :func:`pytest_xla_dynamo.gating.noise.between_noise`), that over
+    sqrt(the run's processes) where it is the larger: a run of one process carries the whole shift."""
+    if noise is None or between is None:
+        return noise
+    return max(noise, between / math.sqrt(max(processes, 1)))
+
+
 def noise_aware_speedup_rule(baseline: float, actual: float, ratio: float, baseline_noise: float,
-                             noise: float) -> Finding | None:
+                             noise: float, between: bool = False) -> Finding | None:
     """The speed gate with both noises known. A case whose tolerance (:func:`noise_tolerance`) fits in the
     asked drop (1 - ``ratio``) is gated at ``ratio`` x baseline, as the plain rule. A noisier one cannot tell
     that drop from chance: below baseline x (1 - tolerance) it is still SLOWER (slower beyond its noise),
-    else NOISY, a note that fails nothing and says the noise."""
+    else NOISY, a note that fails nothing and says the noise. ``between``: the run's noise is the spread between
+    the baseline's processes (:func:`run_noise`), and the text says so."""
     combined = math.hypot(baseline_noise, noise)
     tolerance = NOISE_Z * combined
     asked = 1.0 - ratio
-    noise_text = f"noise ±{combined:.1%} (this run ±{noise:.1%}, baseline ±{baseline_noise:.1%})"
+    run_text = f"this run ±{noise:.1%}" + (" from the spread between the baseline's processes" if between else "")
+    noise_text = f"noise ±{combined:.1%} ({run_text}, baseline ±{baseline_noise:.1%})"
     figures = f"{baseline:.3g}", f"{actual:.3g}"
     if tolerance <= asked:
         floor = ratio * baseline
@@ -168,7 +179,8 @@ def noise_aware_speedup_rule(baseline: float, actual: float, ratio: float, basel
 
 
 def speedup_rule(baseline: float | None, actual: float | None, ratio: float, unreliable: str = "", *,
-                 baseline_noise: float | None = None, noise: float | None = None) -> Finding | None:
+                 baseline_noise: float | None = None, noise: float | None = None,
+                 between: bool = False) -> Finding | None:
     """The speedup gate: a speedup below ``ratio`` x the baseline speedup is SLOWER (a regression). An
     ``unreliable`` figure (the reason given) is never compared: UNRELIABLE, a note that fails nothing. With
     the noise of both the baseline and this run (:mod:`pytest_xla_dynamo.timing.noise`) the rule is
@@ -180,7 +192,7 @@ def speedup_rule(baseline: float | None, actual: float | None, ratio: float, unr
         return Finding(UNRELIABLE, "speedup", f"speed gate skipped: the timing is unreliable ({unreliable})",
                        f"{baseline:.3g}", f"{actual:.3g}")
     if baseline_noise is not None and noise is not None:
-        return noise_aware_speedup_rule(baseline, actual, ratio, baseline_noise, noise)
+        return noise_aware_speedup_rule(baseline, actual, ratio, baseline_noise, noise, between)
     floor = ratio * baseline
     if actual < floor:
         return Finding(SLOWER, "speedup", f"speedup {actual:.2f}x < {ratio:g} x baseline {baseline:.2f}x "
@@ -274,9 +286,11 @@ def compare_case(expected: CaseRow | None, run: RunCase | None, *, compare_rows:
 
 def compare(expected: Mapping[Key, CaseRow] | None, run: Mapping[Key, RunCase], *,
             timing: Mapping[Key, TimingCase] | None = None, baseline: Mapping[Key, float] | None = None,
-            min_speedup_ratio: float | None = None, baseline_noise: Mapping[Key, float] | None = None) -> GateResult:
+            min_speedup_ratio: float | None = None, baseline_noise: Mapping[Key, float] | None = None,
+            between_noise: Mapping[Key, float] | None = None) -> GateResult:
     """Apply every rule to every case of the expected file, the run and (with a ratio) the timing
-    (``baseline_noise``: the stored baseline's speedup noise per case, for the noise-aware rule)."""
+    (``baseline_noise``: the stored baseline's speedup noise per case, for the noise-aware rule; ``between_noise``:
+    the spread of one process's speedup per case, where the baseline was measured in several, :func:`run_noise`)."""
     compare_rows = expected is not None
     expected = expected or {}
     timing = timing or {}
@@ -288,8 +302,10 @@ def compare(expected: Mapping[Key, CaseRow] | None, run: Mapping[Key, RunCase], 
         tcase = timing.get(key)
         if speed_gate and tcase is not None:
             assert baseline is not None and min_speedup_ratio is not None
+            noise = run_noise(tcase.noise, (between_noise or {}).get(key), tcase.processes)
             found = speedup_rule(baseline.get(key), tcase.speedup, min_speedup_ratio, tcase.unreliable,
-                                 baseline_noise=(baseline_noise or {}).get(key), noise=tcase.noise)
+                                 baseline_noise=(baseline_noise or {}).get(key), noise=noise,
+                                 between=noise is not None and noise != tcase.noise)
             if found is not None:
                 findings.append(replace(found, repro=tcase.repro))
         verdicts.append(CaseVerdict(key, overall_label(findings), findings, expected.get(key), run.get(key),

@@ -45,6 +45,7 @@ class TimingCase:
     repro: str = ""
     unreliable: str = ""  # why the figure is not trusted (a timing record of status ``unreliable``): never gated
     noise: float | None = None  # the speedup's noise (gating.noise.record_noise), for the noise-aware gate
+    processes: int = 1  # the processes the speedup is the median of (--xla-timing-processes)
 
 
 def repro_of(record: CaseRecord) -> str:
@@ -126,7 +127,9 @@ def timing_from_records(records: Iterable[CaseRecord]) -> dict[Key, TimingCase]:
         if record.suite != "timing" or record.speedup is None:
             continue
         why = unreliable_reason(record)
-        found = TimingCase(record.key, float(record.speedup), repro_of(record), why, record_noise(record))
+        stats = record.timing.stats if record.timing is not None else None
+        processes = (stats.timing_processes if stats is not None else None) or 1
+        found = TimingCase(record.key, float(record.speedup), repro_of(record), why, record_noise(record), processes)
         current = out.get(record.key)
         if (current is None or (current.unreliable and not why)
                 or (bool(current.unreliable) == bool(why) and found.speedup < current.speedup)):

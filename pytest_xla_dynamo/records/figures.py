@@ -105,6 +105,9 @@ class TimingRuns:
     # the process's major page faults per timed run (pages read back from disk; None: not counted)
     backend_major_faults: list[int] | None = None
     baseline_major_faults: list[int] | None = None
+    # --xla-placements (timing.placement; None: a report from before it) and the redraws before the timed runs
+    placements: str | None = None
+    placement_redraws: int | None = None
 
 
 @dataclass

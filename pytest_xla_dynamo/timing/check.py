@@ -117,12 +117,14 @@ def verdict(interference: Interference) -> tuple[str, str]:
 
 
 def calibration_fields(measured: Measurement) -> dict[str, Any]:
-    """The record's calibration figures: the iterations per run asked for and run, and the step estimate the
-    count came from (ms; None when not calibrated)."""
+    """The record's calibration figures: the iterations per run asked for and run, the step estimate the
+    count came from (ms; None when not calibrated), and how the placements were drawn (``--xla-placements``,
+    the redraws of both sides)."""
     step = measured.step_estimate
     return {"requested_iterations_per_run": measured.requested_iterations,
             "calibrated_iterations_per_run": measured.iterations_per_run,
-            "calibration_step_ms": None if step is None else round(step * 1000, 4)}
+            "calibration_step_ms": None if step is None else round(step * 1000, 4),
+            "placements": measured.placements, "placement_redraws": sum(measured.redraws.values())}
 
 
 def _counted(values: list[int | None]) -> list[int] | None:
@@ -290,14 +292,14 @@ class XlaTiming(CaseCheck):
             if user_disabled:  # pytest-benchmark runs setup and target once
                 measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
                 return _Timed(measured, attempts, timer, user_disabled, waited)
-            min_run_time = self.session.xcfg.min_run_time
+            min_run_time, placements = self.session.xcfg.min_run_time, self.session.xcfg.placements
             measured = measure(case, baseline, iterations, repeat, None if disabled else benchmark.pedantic,
-                               min_run_time=min_run_time)
+                               min_run_time=min_run_time, placements=placements)
             attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads, shared))
             recompiles = measured.recompiles
             while attempts[-1].reasons and len(attempts) <= interference.REMEASURE_LIMIT:
                 measured = measure(case, baseline, iterations, repeat, None,  # pedantic runs once per test
-                                   min_run_time=min_run_time)
+                                   min_run_time=min_run_time, placements=placements)
                 attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads, shared))
                 recompiles += measured.recompiles
                 timer = TIMER_REMEASURED

@@ -11,11 +11,14 @@ its threads, XLA:CPU's included) and the whole machine's busy CPU time (``/proc/
 other processes took during the run is known; the 1-minute load average is read before and after the runs,
 for :mod:`~pytest_xla_dynamo.timing.interference`. With ``--xla-min-run-time`` the untimed prime step of
 each side is timed too, and N grows so that each run lasts at least that long, the same N for both sides
-(:mod:`~pytest_xla_dynamo.timing.calibrate`).
+(:mod:`~pytest_xla_dynamo.timing.calibrate`). With ``--xla-placements`` ``step`` or ``run`` a side on the CPU
+draws where its memory lands anew, untimed, before each of its timed steps or runs, and takes one untimed step
+after each draw (:mod:`~pytest_xla_dynamo.timing.placement`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_xla_dynamo.timing.calibrate import calibrated_iterations, step_estimate
 from pytest_xla_dynamo.timing.interference import FOREIGN_CORES
+from pytest_xla_dynamo.timing.placement import Placement
 from pytest_xla_dynamo.timing.stats import Figures
 
 if TYPE_CHECKING:
@@ -95,20 +99,41 @@ def major_faults() -> int | None:
     return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
 
 
-def timed_run(case: PreparedCase, iterations: int) -> RunTime:
-    """Wall, process CPU and machine busy seconds, and the major page faults, of one :func:`run_iterations`."""
+def _clocked(work: Callable[[], None]) -> RunTime:
+    """Wall, process CPU and machine busy seconds, and the major page faults, of ``work()``."""
     faults = major_faults()
     machine = machine_busy()
     cpu = time.process_time()
     start = time.perf_counter()
-    run_iterations(case, iterations)
+    work()
     wall = time.perf_counter() - start
     own = time.process_time() - cpu
     after = machine_busy()
     faulted = major_faults()
-    case.drop_grads()  # untimed: the other case steps next, beside this one's weights only
     return RunTime(wall, own, None if machine is None or after is None else after - machine,
                    None if faults is None or faulted is None else faulted - faults)
+
+
+def _plus(a: RunTime, b: RunTime) -> RunTime:
+    return RunTime(a.wall + b.wall, a.cpu + b.cpu,
+                   None if a.machine is None or b.machine is None else a.machine + b.machine,
+                   None if a.major_faults is None or b.major_faults is None else a.major_faults + b.major_faults)
+
+
+def timed_run(case: PreparedCase, iterations: int, before_step: Callable[[], None] | None = None) -> RunTime:
+    """Wall, process CPU and machine busy seconds, and the major page faults, of one :func:`run_iterations`.
+
+    ``before_step`` (``--xla-placements=step``, a side on the CPU): called, untimed, before every step; the run's
+    figures are then the sums of its steps' (each step with its wait)."""
+    if before_step is None:
+        run = _clocked(lambda: run_iterations(case, iterations))
+    else:
+        run = RunTime(0.0, 0.0, 0.0, 0)
+        for _ in range(iterations):
+            before_step()
+            run = _plus(run, _clocked(lambda: run_iterations(case, 1)))
+    case.drop_grads()  # untimed: the other case steps next, beside this one's weights only
+    return run
 
 
 Pedantic = Callable[..., Any]
@@ -139,6 +164,8 @@ class Measurement:
     requested_iterations: int = 1  # --xla-iterations-per-run
     min_run_time: float = 0.0  # --xla-min-run-time (0: not calibrated)
     step_estimate: float | None = None  # seconds per step the calibration used (the faster side's)
+    placements: str = "once"  # --xla-placements
+    redraws: dict[str, int] = field(default_factory=dict)  # per side: placements drawn before its timed runs
     load_before: float | None = None
     load_after: float | None = None
 
@@ -161,17 +188,56 @@ class Measurement:
 
 
 def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat: int,
-            pedantic: Pedantic | None = None, prime: bool = True, min_run_time: float = 0.0) -> Measurement:
+            pedantic: Pedantic | None = None, prime: bool = True, min_run_time: float = 0.0,
+            placements: str = "once") -> Measurement:
     """Time ``repeat`` interleaved runs of ``baseline`` then ``case``, ``iterations`` steps each (more with
     ``min_run_time`` > 0 and ``prime``: enough for each run to last that long, the same for both cases).
 
     ``pedantic`` is ``benchmark.pedantic`` (it times the backend's runs for pytest-benchmark; the
     baseline's run is its ``setup``); None runs the same interleaving directly. Both cases must be
-    warmed up: compilation is not part of what is timed here.
+    warmed up: compilation is not part of what is timed here. ``placements`` "step" or "run": before each timed
+    step or run a side on the CPU is given a new placement and one untimed step
+    (:mod:`~pytest_xla_dynamo.timing.placement`); "once": none.
     """
     from pytest_xla_dynamo.core import metrics
 
-    result = Measurement(iterations_per_run=iterations, requested_iterations=iterations, min_run_time=min_run_time)
+    result = Measurement(iterations_per_run=iterations, requested_iterations=iterations, min_run_time=min_run_time,
+                         placements=placements)
+    draws = _Draws(placements, {"baseline": baseline, "backend": case})
+    untimed = _prime(baseline, case, prime)
+    if prime and min_run_time > 0:
+        result.step_estimate = step_estimate(*untimed)
+        iterations = result.iterations_per_run = calibrated_iterations(iterations, min_run_time, result.step_estimate)
+    before = metrics.snapshot()
+    result.load_before = loadavg()
+
+    base_step, case_step = draws.before_step("baseline"), draws.before_step("backend")
+
+    def baseline_run() -> None:  # pytest-benchmark's untimed setup: the backend's draw per run is done here too
+        draws.before_run()
+        result.add("baseline", timed_run(baseline, iterations, base_step))
+
+    def backend_run() -> None:
+        result.add("backend", timed_run(case, iterations, case_step))
+
+    if pedantic is None:
+        interleaved(backend_run, baseline_run, repeat)
+    else:
+        pedantic(target=backend_run, setup=baseline_run, rounds=repeat, iterations=1, warmup_rounds=0)
+    result.load_after = loadavg()
+    result.redraws = draws.finish()
+    after = metrics.snapshot().delta(before)
+    result.recompiles = after.compiles
+    # pytest-benchmark may call the target again after the rounds (--benchmark-cprofile): not timed runs
+    for runs in (result.backend_runs, result.baseline_runs, result.backend_cpu, result.baseline_cpu,
+                 result.backend_machine, result.baseline_machine, result.backend_faults, result.baseline_faults):
+        del runs[repeat:]
+    return result
+
+
+def _prime(baseline: PreparedCase, case: PreparedCase, prime: bool) -> list[list[float | None]]:
+    """Reset both cases to their initial weights and, with ``prime``, step each once, untimed but clocked: per side
+    that step's seconds and its last warm-up step's (the calibration's input)."""
     untimed: list[list[float | None]] = []
     for c in (baseline, case):
         c.reset()  # initial weights, then sync
@@ -185,30 +251,41 @@ def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat:
             untimed.append([primed, *warm[-1:]])
         c.backend.sync()
         c.backend.wait()  # before the first timed run: nothing pending on the device
-    if prime and min_run_time > 0:
-        result.step_estimate = step_estimate(*untimed)
-        iterations = result.iterations_per_run = calibrated_iterations(iterations, min_run_time, result.step_estimate)
-    before = metrics.snapshot()
-    result.load_before = loadavg()
+    return untimed
 
-    def baseline_run() -> None:
-        result.add("baseline", timed_run(baseline, iterations))
 
-    def backend_run() -> None:
-        result.add("backend", timed_run(case, iterations))
+class _Draws:
+    """``--xla-placements``: a :class:`~pytest_xla_dynamo.timing.placement.Placement` per side on the CPU, drawn
+    before each timed step ("step") or run ("run") of the side, or never ("once")."""
 
-    if pedantic is None:
-        interleaved(backend_run, baseline_run, repeat)
-    else:
-        pedantic(target=backend_run, setup=baseline_run, rounds=repeat, iterations=1, warmup_rounds=0)
-    result.load_after = loadavg()
-    after = metrics.snapshot().delta(before)
-    result.recompiles = after.compiles
-    # pytest-benchmark may call the target again after the rounds (--benchmark-cprofile): not timed runs
-    for runs in (result.backend_runs, result.baseline_runs, result.backend_cpu, result.baseline_cpu,
-                 result.backend_machine, result.baseline_machine, result.backend_faults, result.baseline_faults):
-        del runs[repeat:]
-    return result
+    def __init__(self, when: str, sides: dict[str, PreparedCase]) -> None:
+        self.when = when
+        self.sides = {side: (Placement(), c) for side, c in sides.items()
+                      if when != "once" and getattr(getattr(c, "device", None), "type", None) == "cpu"}
+
+    def _draw(self, side: str) -> None:
+        """A new placement for the side, then one untimed step: the first step after a draw grows the heap anew."""
+        placement, case = self.sides[side]
+        case.inputs = placement.redraw(case.model, case.inputs)
+        run_iterations(case, 1)
+        case.drop_grads()
+
+    def before_step(self, side: str) -> Callable[[], None] | None:
+        """What to call before each timed step of ``side`` (None: nothing)."""
+        return functools.partial(self._draw, side) if self.when == "step" and side in self.sides else None
+
+    def before_run(self) -> None:
+        """Before each pair of timed runs ("run"): every side's draw."""
+        if self.when == "run":
+            for side in self.sides:
+                self._draw(side)
+
+    def finish(self) -> dict[str, int]:
+        """The draws per side; the spacers let go."""
+        counts = {side: placement.redraws for side, (placement, _) in self.sides.items()}
+        for placement, _ in self.sides.values():
+            placement.release()
+        return counts
 
 
 def loadavg() -> float | None:

@@ -14,7 +14,8 @@ breakdown point is 50%). A bootstrap interval has too few distinct resamples at 
 is random. The price: at R = 5 the MAD is itself uncertain (about +-50%), so the gate multiplies it by a
 margin (``gating.rules.NOISE_Z``) and needs R >= :data:`MIN_RUNS`. It measures the noise *within* one
 process; a shift of the whole process (the eager baseline's median moves ~20% between processes here) is
-not in it. No torch here.
+not in it: :func:`value_noise` over the speedups of several processes (``--xla-timing-processes``) measures that,
+and the gate reads it from such a baseline (``gating.noise.between_noise``). No torch here.
 """
 
 from __future__ import annotations
@@ -38,16 +39,22 @@ def run_speedups(baseline_runs: Sequence[float], backend_runs: Sequence[float]) 
     return [b / x for b, x in zip(baseline_runs, backend_runs, strict=False) if x > 0 and b > 0]
 
 
-def median_noise(values: Sequence[float]) -> float | None:
-    """The relative standard error of the median of ``values`` (positive figures), from their MAD (see the module
-    docstring); None with fewer than :data:`MIN_RUNS` values."""
+def value_noise(values: Sequence[float]) -> float | None:
+    """The relative standard deviation of *one* of ``values`` (positive figures), from their MAD: how far a single
+    figure may stray (1.4826 x c_n x MAD / median); None with fewer than :data:`MIN_RUNS` values."""
     n = len(values)
     if n < MIN_RUNS:
         return None
     mid = statistics.median(values)
     mad = statistics.median(abs(v - mid) for v in values)
-    factor = SMALL_SAMPLE.get(n, n / (n - 0.8))
-    return SE_OF_MEDIAN * MAD_TO_SD * factor * mad / math.sqrt(n) / mid
+    return MAD_TO_SD * SMALL_SAMPLE.get(n, n / (n - 0.8)) * mad / mid
+
+
+def median_noise(values: Sequence[float]) -> float | None:
+    """The relative standard error of the median of ``values`` (positive figures), from their MAD (see the module
+    docstring); None with fewer than :data:`MIN_RUNS` values."""
+    one = value_noise(values)
+    return None if one is None else SE_OF_MEDIAN * one / math.sqrt(len(values))
 
 
 def speedup_noise(baseline_runs: Sequence[float], backend_runs: Sequence[float]) -> float | None:

@@ -1,0 +1,65 @@
+"""Where a CPU case's memory lands, drawn anew before each timed step or run (``--xla-placements``).
+
+Why (issue 31, docs/timing.md "the cause"): on this kind of VM CPU eager's step depends on which physical
+pages its memory drew, and a process keeps its draw: glibc's malloc raises its mmap threshold once a large
+block is freed, so after the first steps a step's activations come back to the same heap addresses, and the
+same pages, at every step. A process's figure is one draw (the medians of processes spread 20-40%, a process's
+own runs 6-17%), and no number of runs inside it averages that away. Redrawn before each timed run
+(``--xla-placements=run``), a process's median is a median over ``--xla-repeat`` draws; before each timed step
+(``step``), each run is a mean over its iterations' draws too.
+
+A redraw, untimed, of a case on the CPU: the spacers of the last redraw are let go and new ones taken (a
+random number of heap blocks of random sizes, below malloc's mmap threshold: held until the next redraw, they
+fill the heap's free blocks, so the next step's activations land elsewhere), then every parameter, buffer and
+input gets a fresh copy of its storage (``param.data = param.data.clone()``: the same ``Parameter`` objects,
+the optimizer's and the compiled graph's references stay valid). The weights' values are unchanged. A case on
+an XLA device is left alone: XLA's buffers are its runtime's, not malloc's heap. Memory: the spacers (20 MB
+on average, at most 72 MB) and, for a moment, one tensor's copy.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+SPACER_BLOCKS = (50, 600)  # how many heap blocks a redraw holds (uniform)
+SPACER_KB = (4, 120)  # each block's size in KB (uniform): below glibc's 128 KB initial mmap threshold
+
+
+@dataclass
+class Placement:
+    """The spacers one side of a case holds between redraws, and its own random draws (never the global RNG:
+    the seeds of parity runs are not touched)."""
+
+    rng: random.Random = field(default_factory=lambda: random.Random(os.urandom(16)))
+    spacers: list[bytearray] = field(default_factory=list)
+    redraws: int = 0
+
+    def redraw(self, model: torch.nn.Module, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Draw new spacers and move ``model``'s parameters and buffers and ``inputs`` to fresh storage; the
+        new inputs are returned (the caller keeps them). Tensors not on the CPU are left where they are."""
+        self.spacers.clear()
+        count = self.rng.randint(*SPACER_BLOCKS)
+        self.spacers = [bytearray(self.rng.randint(*SPACER_KB) * 1024) for _ in range(count)]
+        for tensor in (*model.parameters(), *model.buffers()):
+            if tensor.device.type == "cpu":
+                tensor.data = tensor.data.clone()
+        self.redraws += 1
+        return tuple(_fresh(t) for t in inputs)
+
+    def release(self) -> None:
+        """Let go of the spacers (after the timed runs)."""
+        self.spacers = []
+
+
+def _fresh(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+        return value.detach().clone().requires_grad_(value.requires_grad)
+    return value

@@ -1,0 +1,59 @@
+"""Tests of pytest_xla_dynamo.timing.placement: a redraw moves a CPU case's weights, buffers and inputs to fresh
+storage with the same values and objects, and holds new heap spacers (torch on the CPU, in process)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pytest_xla_dynamo.timing import placement as placement_module  # noqa: E402
+from pytest_xla_dynamo.timing.placement import Placement  # noqa: E402
+
+
+def _model() -> Any:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.BatchNorm1d(32))
+
+
+def test_a_redraw_moves_weights_buffers_and_inputs_and_keeps_their_values_and_objects() -> None:
+    model = _model()
+    params, buffers = list(model.parameters()), list(model.buffers())
+    values = {k: v.clone() for k, v in model.state_dict().items()}
+    pointers = [t.data_ptr() for t in (*params, *buffers)]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, labels = torch.randn(8, 64, requires_grad=True), torch.arange(8)
+    state = random.getstate()
+    place = Placement()
+    new_x, new_labels = place.redraw(model, (x, labels))
+    assert random.getstate() == state  # its own draws: the global RNG (parity's seeds) is not touched
+    assert all(a is b for a, b in zip(model.parameters(), params, strict=True))  # the same Parameter objects
+    assert optimizer.param_groups[0]["params"][0] is params[0]
+    moved = [t.data_ptr() for t in (*model.parameters(), *model.buffers())]
+    assert all(a != b for a, b in zip(moved, pointers, strict=True))
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, values[key]), key
+    assert torch.equal(new_x, x) and new_x.data_ptr() != x.data_ptr() and new_x.requires_grad
+    assert torch.equal(new_labels, labels) and new_labels.data_ptr() != labels.data_ptr()
+    low, high = placement_module.SPACER_BLOCKS
+    assert low <= len(place.spacers) <= high and place.redraws == 1
+    assert all(placement_module.SPACER_KB[0] * 1024 <= len(b) <= placement_module.SPACER_KB[1] * 1024
+               for b in place.spacers)
+    first = place.spacers
+    place.redraw(model, ())
+    assert place.spacers is not first and place.redraws == 2  # the last redraw's spacers let go, new ones held
+    place.release()
+    assert place.spacers == []
+
+
+def test_a_redraw_leaves_tensors_off_the_cpu_where_they_are() -> None:
+    """The meta device stands in for an XLA device: its tensors keep their storage (the same storage object)."""
+    model = torch.nn.Linear(4, 4, device="meta")
+    storage = model.weight.untyped_storage()
+    x = torch.empty(2, 4, device="meta")
+    (same,) = Placement().redraw(model, (x,))
+    assert same is x and model.weight.untyped_storage() is storage
+    assert model.weight.clone().untyped_storage() is not storage  # a copy, as a CPU tensor gets, would have shown
