@@ -165,7 +165,7 @@ class Measurement:
     min_run_time: float = 0.0  # --xla-min-run-time (0: not calibrated)
     step_estimate: float | None = None  # seconds per step the calibration used (the faster side's)
     placements: str = "once"  # --xla-placements
-    redraws: dict[str, int] = field(default_factory=dict)  # per side: placements drawn before its timed runs
+    redraws: dict[str, int] = field(default_factory=dict)  # per side on the CPU: placements drawn (--xla-placements)
     load_before: float | None = None
     load_after: float | None = None
 

@@ -12,9 +12,13 @@ A redraw, untimed, of a case on the CPU: the spacers of the last redraw are let 
 random number of heap blocks of random sizes, below malloc's mmap threshold: held until the next redraw, they
 fill the heap's free blocks, so the next step's activations land elsewhere), then every parameter, buffer and
 input gets a fresh copy of its storage (``param.data = param.data.clone()``: the same ``Parameter`` objects,
-the optimizer's and the compiled graph's references stay valid). The weights' values are unchanged. A case on
-an XLA device is left alone: XLA's buffers are its runtime's, not malloc's heap. Memory: the spacers (20 MB
-on average, at most 72 MB) and, for a moment, one tensor's copy.
+so the optimizer keeps them). The weights' values are unchanged. A case on an XLA device is left alone: XLA's
+buffers are its runtime's, not malloc's heap. Memory: the spacers (20 MB on average, at most 72 MB) and, for a
+moment, one tensor's copy.
+
+Measured (docs/timing.md "Placements drawn per step or run"): alone, a draw moves CPU eager's step as a new
+process does; in the timing suite neither ``run`` nor ``step`` narrowed a case's spread between sessions (the XLA
+side moves between processes too), so the default is ``once``.
 """
 
 from __future__ import annotations
