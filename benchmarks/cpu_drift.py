@@ -1,7 +1,8 @@
 """Is the between-process noise the machine's own? CPU eager's step beside fixed work that involves no model.
 
     PJRT_DEVICE=CPU python benchmarks/cpu_drift.py [--processes 6] [--rounds 5] [--model resnet18]
-        [--min-run-time 0.2] [--threads 1] [--no-aslr] [--rebuild | --redraw] [--mmap-threshold BYTES]
+        [--min-run-time 0.2] [--threads 1] [--no-aslr] [--rebuild | --redraw round|step [--settle-steps K]]
+        [--mmap-threshold BYTES]
 
 The question behind it (issue 31): CPU eager's median step moves ~20% between processes and up to 40% within one
 after an idle spell, with no page fault and no other process (benchmarks/page_faults.py). If the machine itself
@@ -30,9 +31,10 @@ at every step: a process keeps the placement it drew at its start. ``--rebuild``
 round inside one process (a new model, inputs and optimizer, built while the old ones stay allocated and after
 a random number of 4-120 KB heap blocks, kept, that shift where the next blocks land): if eager's rounds then
 spread within a process as its medians do between processes, the placement is the cause.
-``--redraw`` does what the timing suite's ``--xla-placements`` does before each timed run
-(:class:`pytest_xla_dynamo.timing.placement.Placement`): the same model, its parameters, buffers and inputs moved
-to fresh storage after new heap spacers, the old ones let go (memory bounded, unlike ``--rebuild``).
+``--redraw round`` (``step``) does what the timing suite's ``--xla-placements=run`` (``step``) does before each
+timed run (step) (:class:`pytest_xla_dynamo.timing.placement.Placement`): the same model, its parameters, buffers
+and inputs moved to fresh storage after new heap spacers, the old ones let go (memory bounded, unlike
+``--rebuild``), then ``--settle-steps`` untimed steps (default 2; the suite takes 1).
 ``--mmap-threshold BYTES`` fixes malloc's mmap threshold in each process (``mallopt(M_MMAP_THRESHOLD)``, which
 also stops glibc from raising it): every block of that size or more is then a fresh ``mmap``, new pages at every
 step, so every run averages over many placements (docs/timing.md: what both showed). Figures only: run it alone,
