@@ -28,7 +28,7 @@ NOISE_FIELD = "speedup_noise"
 
 def record_noise(record: CaseRecord) -> float | None:
     """The record's speedup noise (a finite number >= 0), or None where it has none."""
-    stats = record.timing.stats if record.timing is not None else None
+    stats = record.timing_stats
     value = stats.speedup_noise if stats is not None else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -57,7 +57,7 @@ def baseline_noise(records: Iterable[CaseRecord]) -> dict[Key, float]:
 
 
 def _process_noise(record: CaseRecord) -> float | None:
-    stats = record.timing.stats if record.timing is not None else None
+    stats = record.timing_stats
     value = value_noise(stats.process_speedups or []) if stats is not None else None
     return None if value is None else round(value, 5)
 

@@ -114,7 +114,7 @@ def unreliable_reason(record: CaseRecord) -> str:
     """Why an ``unreliable`` timing record is not trusted (its interference reasons); "" for any other."""
     if record.status != UNRELIABLE:
         return ""
-    stats = record.timing.stats if record.timing is not None else None
+    stats = record.timing_stats
     reasons = stats.interference.reasons if stats is not None else None
     return "; ".join(str(r) for r in reasons) if reasons else (record.message or UNRELIABLE)
 
@@ -127,7 +127,7 @@ def timing_from_records(records: Iterable[CaseRecord]) -> dict[Key, TimingCase]:
         if record.suite != "timing" or record.speedup is None:
             continue
         why = unreliable_reason(record)
-        stats = record.timing.stats if record.timing is not None else None
+        stats = record.timing_stats
         processes = (stats.timing_processes if stats is not None else None) or 1
         found = TimingCase(record.key, float(record.speedup), repro_of(record), why, record_noise(record), processes)
         current = out.get(record.key)

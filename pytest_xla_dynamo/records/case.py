@@ -21,7 +21,7 @@ from pytest_xla_dynamo.core.constants import NOT_CAPTURED as NOT_CAPTURED
 from pytest_xla_dynamo.core.constants import PASSING as PASSING
 from pytest_xla_dynamo.core.constants import STATUSES as STATUSES
 from pytest_xla_dynamo.core.constants import UNRELIABLE as UNRELIABLE
-from pytest_xla_dynamo.records.figures import GraphFigures, JsonObject, ParityFigures, TimingFigures
+from pytest_xla_dynamo.records.figures import GraphFigures, JsonObject, ParityFigures, TimingFigures, TimingStats
 from pytest_xla_dynamo.records.jsonform import extra_object, json_problem, parse_extra
 
 #: the fields that hold a record's figures: one ``extra`` object in its JSON form
@@ -79,6 +79,11 @@ class CaseRecord:
     def key(self) -> tuple[str, str, str]:
         """The case key used by baselines: (model, backend, mode)."""
         return (self.name, self.backend, self.mode)
+
+    @property
+    def timing_stats(self) -> TimingStats | None:
+        """The timing figures' statistics (None: not a measured timing record)."""
+        return self.timing.stats if self.timing is not None else None
 
     def to_json(self) -> JsonObject:
         """The record's JSON object: its fields in order, the figures as the one ``extra`` object."""

@@ -48,7 +48,7 @@ MEMORY_COLUMNS = ("compression_ratio", "eager_peak_mem", "dynamo_peak_mem")
 
 def csv_row(record: CaseRecord) -> dict[str, Any]:
     """The CSV row of one record (see the module docstring for what fills each column)."""
-    stats = record.timing.stats if record.timing is not None else None
+    stats = record.timing_stats
     row: dict[str, Any] = {}
     for column in CSV_COLUMNS:
         value: Any

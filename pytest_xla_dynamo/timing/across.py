@@ -41,7 +41,7 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 def _reasons(record: CaseRecord) -> list[str]:
     """Why a process's record is unreliable: its last attempt's reasons (else its message)."""
-    stats = record.timing.stats if record.timing is not None else None
+    stats = record.timing_stats
     return list(stats.interference.reasons) if stats is not None and stats.interference.reasons else [record.message]
 
 
