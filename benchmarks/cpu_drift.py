@@ -44,7 +44,6 @@ nothing else on the machine.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import hashlib
 import json
 import math
@@ -59,13 +58,6 @@ from pathlib import Path
 from typing import Any
 
 WORKLOADS = ("eager", "matmul", "sha256", "copy")
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
-
-
-def set_mmap_threshold(size: int) -> None:
-    """Fix glibc malloc's mmap threshold at ``size`` bytes in this process (no dynamic adjustment after)."""
-    if ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, size) != 1:
-        raise SystemExit(f"mallopt(M_MMAP_THRESHOLD, {size}) failed (glibc only; at most 32 MB on 64-bit)")
 
 
 def _steal_ticks() -> int:
@@ -89,7 +81,12 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     from pytest_xla_dynamo import zoo
 
     if args.mmap_threshold:
-        set_mmap_threshold(args.mmap_threshold)
+        from pytest_xla_dynamo.timing.placement import fresh_pages
+
+        try:
+            fresh_pages(args.mmap_threshold)
+        except RuntimeError as err:
+            raise SystemExit(str(err)) from None
     torch.manual_seed(1337)
     torch.set_num_threads(args.threads)
     spec = zoo.get_model(args.model)

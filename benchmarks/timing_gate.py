@@ -2,7 +2,7 @@
 
     PJRT_DEVICE=CPU python benchmarks/timing_gate.py [--models resnet18,BERT_pytorch] [--modes train]
         [--backends trace_once] [--runs 2] [--slowdown 0.10] [--ratio 0.9] [--repeat 5] [--min-run-time 0.2]
-        [--baseline-processes N] [--ignore-interference] [--out DIR] [-- extra pytest args]
+        [--baseline-processes N] [--run-processes M] [--ignore-interference] [--out DIR] [-- extra pytest args]
 
 First one pytest subprocess records the timing baseline (``suites/test_timing.py --xla-report=json``,
 unmodified). Then 2K gate runs against it (``--xla-timing-baseline``, ``--xla-min-speedup-ratio``), alternating
@@ -16,11 +16,11 @@ F = 0 in the baseline and unmodified runs), so all processes run the same code. 
 (other load) is never gated, and an unreliable baseline record is no baseline: on a loaded machine nothing may
 be gated. ``--ignore-interference`` (test-only, ``XLA_GATE_IGNORE_INTERFERENCE=1``) turns the interference
 rules off so that the verdicts can be shown there; its figures say nothing about the false-alarm rate.
-``--baseline-processes N`` records the baseline with ``--xla-timing-processes=N`` (the gate runs stay in one
-process each): its cases then carry the spread between processes, which the gate takes as a one-process run's
-noise where it is the larger (docs/ci.md). Figures only, nothing asserted;
-the exit status is 0 unless a subprocess gave no report. resnet18 and BERT_pytorch training, trace once, K = 2:
-about 10 minutes on 2 quiet cores.
+``--baseline-processes N`` records the baseline with ``--xla-timing-processes=N``: its cases then carry the
+spread between processes, which the gate takes as a run's noise (divided by sqrt(M) for a run of M processes)
+where it is the larger (docs/ci.md); ``--run-processes M`` measures each gate run in M processes (default 1).
+Figures only, nothing asserted; the exit status is 0 unless a subprocess gave no report. resnet18 and
+BERT_pytorch training, trace once, K = 2: about 10 minutes on 2 quiet cores.
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def pytest_cmd(args: argparse.Namespace, out: Path, rest: list[str], *, gate: Pa
            "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
     if gate is None and args.baseline_processes > 1:
         cmd.append(f"--xla-timing-processes={args.baseline_processes}")
+    if gate is not None and args.run_processes > 1:
+        cmd.append(f"--xla-timing-processes={args.run_processes}")
     if gate is not None:
         cmd += [f"--xla-timing-baseline={gate}", f"--xla-min-speedup-ratio={args.ratio}",
                 f"--xla-summary={out / 'summary.md'}"]
@@ -117,7 +119,9 @@ def main() -> int:
     parser.add_argument("--iterations-per-run", type=int, default=1)
     parser.add_argument("--min-run-time", default="0.2")
     parser.add_argument("--baseline-processes", type=int, default=1,
-                        help="record the baseline with --xla-timing-processes=N (the gate runs: one process each)")
+                        help="record the baseline with --xla-timing-processes=N")
+    parser.add_argument("--run-processes", type=int, default=1,
+                        help="each gate run with --xla-timing-processes=M (default 1: one process)")
     parser.add_argument("--out", type=Path, help="folder for the reports (default: a temporary one)")
     parser.add_argument("--ignore-interference", action="store_true",
                         help="test-only: no record is made unreliable (to show the verdicts on a loaded machine)")
@@ -127,7 +131,7 @@ def main() -> int:
     print(f"cores: {os.cpu_count()}, load at start: {load()}; models {args.models}, modes {args.modes}, backends "
           f"{args.backends}, repeat {args.repeat}, iterations per run {args.iterations_per_run}, min run time "
           f"{args.min_run_time} s, gate ratio {args.ratio}, injected slowdown {args.slowdown:.0%} of the speedup, "
-          f"K = {args.runs}, baseline processes {args.baseline_processes}"
+          f"K = {args.runs}, baseline processes {args.baseline_processes}, run processes {args.run_processes}"
           + (", interference rules OFF (test-only)" if args.ignore_interference else ""),
           flush=True)
     with tempfile.TemporaryDirectory(prefix="xla-gate-") as name:

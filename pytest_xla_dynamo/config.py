@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import platform
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -48,7 +49,7 @@ REPORT_FORMATS = ("table", "csv", "json", "png")
 KNOWN_ISSUE_POLICIES = ("xfail", "run", "skip")
 TRIAGE_POLICIES = ("auto", "full", "summary", "off")
 DROPOUT_POLICIES = ("identity", "keep")
-PLACEMENTS = ("step", "run", "once")  # --xla-placements (pytest_xla_dynamo.timing.placement)
+PLACEMENTS = ("step", "run", "once", "fresh")  # --xla-placements (pytest_xla_dynamo.timing.placement)
 SHARDS_MAX = 1000  # --xla-shard=I/N: N beyond any CI matrix (the split keeps a list of N loads)
 THREADS_MAX = 4096  # --xla-threads: beyond any machine's cores (torch takes a C int)
 MAX_TIMING_PROCESSES = 15  # --xla-timing-processes: a typo guard (each process compiles the case again)
@@ -74,7 +75,7 @@ class XlaConfig:
     repeat: int = 5
     min_run_time: float = DEFAULT_MIN_RUN_TIME  # --xla-min-run-time, seconds (0: runs not calibrated)
     timing_processes: int = 1  # --xla-timing-processes (pytest_xla_dynamo.timing.across)
-    placements: str = "once"  # --xla-placements (timing.placement): once, or anew per timed step or run
+    placements: str = "once"  # --xla-placements (timing.placement): once, anew per timed step or run, or fresh
     baseline_backend: str = "eager"
     baseline_auto: bool = False  # baseline_backend came from 'auto' (see auto_baseline)
     threads: int | None = None  # --xla-threads; None: auto (pytest_xla_dynamo.timing.threads.auto_threads)
@@ -359,3 +360,6 @@ def _check_together(values: Mapping[str, Any]) -> None:
         raise pytest.UsageError("--xla-update-expected needs --xla-expected=FILE")
     if values["min_speedup_ratio"] is not None and values["timing_baseline"] is None:
         raise pytest.UsageError("--xla-min-speedup-ratio needs --xla-timing-baseline=FILE")
+    if values["placements"] == "fresh" and platform.libc_ver()[0] != "glibc":
+        raise pytest.UsageError("--xla-placements=fresh: needs glibc's malloc (mallopt), which this platform does "
+                                f"not have; valid here: {', '.join(p for p in PLACEMENTS if p != 'fresh')}")

@@ -118,8 +118,9 @@ OPTIONS: tuple[Option, ...] = (
            "record is their median speedup, its noise the spread between them (1..15; 1: in this process)", "1",
            metavar="INT"),
     Option("placements", "where a CPU side's memory lands in the timed runs: drawn anew, untimed (heap spacers, "
-           "fresh storage for weights and inputs, one step), before each timed 'step' or 'run', or 'once' (the "
-           "process's one draw)", "once", metavar="WHEN"),
+           "fresh storage for weights and inputs, one step), before each timed 'step' or 'run'; 'once' (the "
+           "process's one draw); or 'fresh': malloc gives every block of 128 KB or more new pages (glibc; eager "
+           "slower, compared only with a baseline measured so)", "once", metavar="WHEN"),
     Option("baseline-backend", "backend the speedup is measured against; 'auto': eager where the XLA device "
            "is the CPU (PJRT_DEVICE=CPU), else trace_everytime", "auto", metavar="NAME"),
     Option("threads", "compute threads of the timed cases, baseline and backend alike (torch's intra-op "

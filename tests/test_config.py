@@ -70,11 +70,17 @@ def test_messages_say_where_a_bad_value_came_from() -> None:
         "--xla-tier (env PYTEST_XLA_TIER): invalid value 'huge'; valid: small, full")
 
 
-def test_placements_are_step_run_or_once() -> None:
+def test_placements_are_step_run_once_or_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve().placements == "once"
     assert resolve(env={"PYTEST_XLA_PLACEMENTS": "step"}).placements == "step"
     assert usage_error(cli={"xla_placements": "always"}) == (
-        "--xla-placements: invalid value 'always'; valid: step, run, once")
+        "--xla-placements: invalid value 'always'; valid: step, run, once, fresh")
+    monkeypatch.setattr(cfg.platform, "libc_ver", lambda: ("glibc", "2.36"))
+    assert resolve(cli={"xla_placements": "fresh"}).placements == "fresh"
+    monkeypatch.setattr(cfg.platform, "libc_ver", lambda: ("", ""))  # musl, macOS: no mallopt to fix
+    assert usage_error(cli={"xla_placements": "fresh"}) == (
+        "--xla-placements=fresh: needs glibc's malloc (mallopt), which this platform does not have; valid here: "
+        "step, run, once")
 
 
 # --- the seed's environment variables -------------------------------------------------------------

@@ -18,16 +18,18 @@ in test_faults_options.py.
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import stat
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sample_data import clean_env, earlier_set, run_sessions, sample_records, umask
+from sample_data import clean_env, earlier_set, run_sessions, sample_records, timing_figures, timing_record, umask
 
 from pytest_xla_dynamo import report
 from pytest_xla_dynamo.fileio import TextFileError, atomic_write_text, read_text
@@ -256,6 +258,11 @@ def test_bad_files_in_sessions(pytester: pytest.Pytester) -> None:
                                      encoding="utf-16")
     (path / "folder.toml").mkdir()
     (path / "utf16.jsonl").write_text('{"suite": "timing"}\n', encoding="utf-16")
+    fresh = timing_figures()
+    assert fresh.runs is not None
+    fresh.runs = replace(fresh.runs, placements="fresh")
+    fresh_record = timing_record("m", "trace_once", "train", 1.0, timing=fresh)
+    (path / "fresh.jsonl").write_text(json.dumps(fresh_record.to_json()))
     originals = {name: (path / name).read_bytes() for name in ("utf16.csv", "binary.csv", "eval.csv")}
     cases = [
         (["--xla-expected=utf16.csv"], "xla-dynamo gate: utf16.csv: the file is UTF-16-encoded"),
@@ -267,6 +274,8 @@ def test_bad_files_in_sessions(pytester: pytest.Pytester) -> None:
         (["--xla-known-issues-file=utf16.toml"], "known issues: utf16.toml: the file is UTF-16-encoded"),
         (["--xla-timing-baseline=utf16.jsonl", "--xla-min-speedup-ratio=0.9"],
          "xla-dynamo gate: utf16.jsonl: the file is UTF-16-encoded"),
+        (["--xla-timing-baseline=fresh.jsonl", "--xla-min-speedup-ratio=0.9"],
+         "xla-dynamo gate: fresh.jsonl was measured with --xla-placements=fresh, this run with --xla-placements=once"),
         (["--xla-known-issues-file=folder.toml"], "--xla-known-issues-file: 'folder.toml' is a directory; valid: "
                                                   "a TOML file"),
     ]

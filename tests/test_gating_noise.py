@@ -19,7 +19,7 @@ from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating import rules as r
 from pytest_xla_dynamo.gating.noise import baseline_noise, between_noise, noise_note, read_timing_noise, record_noise
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines
-from pytest_xla_dynamo.gating.run import timing_from_records
+from pytest_xla_dynamo.gating.run import placements_mismatch, read_timing_placements, timing_from_records
 from pytest_xla_dynamo.records import UNRELIABLE
 from pytest_xla_dynamo.timing import calibrate, noise
 
@@ -147,6 +147,33 @@ def test_a_baseline_of_several_processes_says_how_far_one_strays(tmp_path: Path)
     assert read_timing_noise(path)[1] == {a: pytest.approx(0.22165, abs=1e-5)}
     assert noise_note({a: 1.0}, {a: 0.05}, {a: 0.2}) == (
         " (noise-aware: all 1 baseline cases carry their noise; 1 with the spread between its processes)")
+
+
+def test_a_baseline_measured_with_fresh_pages_gates_only_a_run_measured_so(tmp_path: Path) -> None:
+    """--xla-placements=fresh puts the speedups on another scale: the gate refuses the mix either way, names both
+    settings; once/run/step mix (one scale), and a baseline that does not say (an old one) gates anything."""
+    def baseline(*placements: str | None) -> frozenset[str]:
+        records = []
+        for i, setting in enumerate(placements):
+            record = _timing(f"m{i}", 1.0, 0.02)
+            assert record.timing is not None and record.timing.runs is not None
+            record.timing.runs = replace(record.timing.runs, placements=setting)
+            records.append(record)
+        path = tmp_path / "base.jsonl"
+        path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in [*records, rec("parity", "p")]))
+        return read_timing_placements(path)
+
+    fresh = baseline("fresh", "fresh")
+    assert fresh == {"fresh"} and placements_mismatch(Path("b.jsonl"), fresh, "fresh") == ""
+    assert placements_mismatch(Path("b.jsonl"), fresh, "once") == (
+        "b.jsonl was measured with --xla-placements=fresh, this run with --xla-placements=once: with 'fresh' the "
+        "baseline side pays page faults at every step, so the speedups are not comparable; valid: run with the "
+        "baseline's setting, or record a baseline with this one")
+    mixed = baseline("once", "step")
+    assert placements_mismatch(Path("b.jsonl"), mixed, "run") == ""
+    assert "--xla-placements=once,step, this run with --xla-placements=fresh" in placements_mismatch(
+        Path("b.jsonl"), mixed, "fresh")
+    assert baseline(None) == frozenset() and placements_mismatch(Path("b.jsonl"), frozenset(), "fresh") == ""
 
 
 def test_a_one_process_run_takes_the_baselines_between_process_spread_as_its_noise() -> None:

@@ -3,7 +3,11 @@ storage with the same values and objects, and holds new heap spacers (torch on t
 
 from __future__ import annotations
 
+import ctypes
+import os
 import random
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -57,3 +61,36 @@ def test_a_redraw_leaves_tensors_off_the_cpu_where_they_are() -> None:
     (same,) = Placement().redraw(model, (x,))
     assert same is x and model.weight.untyped_storage() is storage
     assert model.weight.clone().untyped_storage() is not storage  # a copy, as a CPU tensor gets, would have shown
+
+
+# an 8 MB block freed (glibc raises its mmap threshold to 8 MB unless it is fixed), then a 512 KB block taken:
+# prints how many mmapped blocks that took (mallinfo2's hblks): 0 from the heap, 1 a fresh mmap
+FRESH_PROBE = """
+import ctypes, sys
+from pytest_xla_dynamo.timing.placement import fresh_pages
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype, libc.malloc.restype, libc.free.argtypes = Info, ctypes.c_void_p, [ctypes.c_void_p]
+if sys.argv[1] == "fresh":
+    fresh_pages()
+libc.free(libc.malloc(8 << 20))
+before = libc.mallinfo2().hblks
+block = libc.malloc(512 << 10)
+print(libc.mallinfo2().hblks - before)
+"""
+
+
+@pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "mallinfo2"), reason="glibc >= 2.33 (mallinfo2) only")
+def test_fresh_pages_keeps_large_blocks_on_fresh_mmaps_after_a_large_free() -> None:
+    """--xla-placements=fresh: without it glibc serves a 512 KB block from the heap after an 8 MB one was freed
+    (the threshold rose); with it the block is a fresh mmap. In a child process: the setting is process-wide."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")}
+
+    def probe(mode: str) -> str:
+        done = subprocess.run([sys.executable, "-c", FRESH_PROBE, mode], env=env, capture_output=True, text=True,
+                              check=True, timeout=60)
+        return done.stdout.strip()
+
+    assert (probe("default"), probe("fresh")) == ("0", "1")

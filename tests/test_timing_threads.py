@@ -23,6 +23,7 @@ from pytest_xla_dynamo.timing.threads import (
     budget_for,
     set_xla_threads,
 )
+from pytest_xla_dynamo.workers import threads as workers_threads
 from pytest_xla_dynamo.workers.threads import ThreadBudgetPlugin
 
 
@@ -107,6 +108,31 @@ def test_the_plugin_sets_pjrt_nproc_only_for_a_timing_session_and_restores_it(mo
     plugin.apply()
     plugin.pytest_unconfigure(config)  # type: ignore[arg-type]
     assert XLA_THREADS_ENV not in os.environ
+
+
+def test_the_plugin_fixes_mallocs_pages_with_fresh_placements_in_a_timing_session_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--xla-placements=fresh: fresh_pages once, when collection selected a timing test (before any model is built);
+    not for a session without one, nor for another setting. The malloc effect itself: test_timing_placement."""
+    monkeypatch.setattr(devices, "runtime_up", lambda: False)
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    fixed: list[str] = []
+    monkeypatch.setattr(workers_threads, "fresh_pages", lambda: fixed.append("fixed"))
+    config = FakeConfig()
+    timing_item: Any = SimpleNamespace(fixturenames=["xla_timing"])
+    parity_item: Any = SimpleNamespace(fixturenames=["xla_parity"])
+    for placements, items, calls in (("fresh", [parity_item], []), ("once", [timing_item], []),
+                                     ("fresh", [parity_item, timing_item], ["fixed"])):
+        fixed.clear()
+        session = XlaSession(config, xconfig.XlaConfig(threads=1, placements=placements),  # type: ignore[arg-type]
+                             default_registry())
+        plugin = ThreadBudgetPlugin(session)
+        for _ in range(2):  # idempotent
+            plugin.pytest_collection_modifyitems(None, config, items)  # type: ignore[arg-type]
+        assert fixed == calls, (placements, items)
+        line = plugin.pytest_report_collectionfinish(config) or ""  # type: ignore[arg-type]
+        assert ("malloc: fresh pages" in line) == bool(calls)
+        plugin.pytest_unconfigure(config)  # type: ignore[arg-type]
 
 
 def test_the_reports_environment_entry(monkeypatch: pytest.MonkeyPatch) -> None:

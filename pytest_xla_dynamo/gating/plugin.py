@@ -25,7 +25,14 @@ from pytest_xla_dynamo.gating.noise import noise_note, read_timing_noise
 from pytest_xla_dynamo.gating.paths import check_paths, write_summary
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines, verdict_line
 from pytest_xla_dynamo.gating.rules import GateResult, compare
-from pytest_xla_dynamo.gating.run import RunCase, cases_from_records, read_timing_baseline, timing_from_records
+from pytest_xla_dynamo.gating.run import (
+    RunCase,
+    cases_from_records,
+    placements_mismatch,
+    read_timing_baseline,
+    read_timing_placements,
+    timing_from_records,
+)
 from pytest_xla_dynamo.gating.update import merge_update
 from pytest_xla_dynamo.workers.cpu_isa import cpu_line, kernel_setting, same_setting
 from pytest_xla_dynamo.workers.sharding import shard_line
@@ -64,6 +71,9 @@ class GatingPlugin:
             if xcfg.min_speedup_ratio is not None and xcfg.timing_baseline is not None:
                 self.baseline = read_timing_baseline(xcfg.timing_baseline)
                 self.baseline_noise, self.between_noise = read_timing_noise(xcfg.timing_baseline)
+                recorded = read_timing_placements(xcfg.timing_baseline)
+                if why := placements_mismatch(xcfg.timing_baseline, recorded, xcfg.placements):
+                    raise ExpectedFileError(why)
         except (ExpectedFileError, OSError) as err:
             raise pytest.UsageError(f"xla-dynamo gate: {err}") from None
 

@@ -137,6 +137,37 @@ def timing_from_records(records: Iterable[CaseRecord]) -> dict[Key, TimingCase]:
     return out
 
 
+def _read_report(path: Path) -> list[CaseRecord]:
+    """The records of a JSON report (:class:`ExpectedFileError` where it is no readable report)."""
+    from pytest_xla_dynamo.report import read_json
+
+    if path.is_dir():
+        raise ExpectedFileError(f"{path}: is a directory, not a JSON report")
+    try:
+        return read_json(path)
+    except (ValueError, TypeError, KeyError, AttributeError) as err:  # json.JSONDecodeError is a ValueError
+        text = str(err)
+        raise ExpectedFileError(text if text.startswith(str(path)) else f"{path}: not a JSON report: {text}") from None
+
+
+def read_timing_placements(path: Path) -> frozenset[str]:
+    """The ``--xla-placements`` settings a JSON report's timing records say they were measured with (empty where
+    none says: a report from before the option)."""
+    return frozenset(runs.placements for record in _read_report(path) if record.suite == "timing"
+                     and record.timing is not None and (runs := record.timing.runs) is not None and runs.placements)
+
+
+def placements_mismatch(path: Path, recorded: frozenset[str], placements: str) -> str:
+    """Why a timing baseline measured with the ``recorded`` placements cannot gate a run measured with
+    ``placements`` ("" where it can): ``fresh`` pays page faults at every step, so its speedups are on another
+    scale than the other settings' (:mod:`pytest_xla_dynamo.timing.placement`)."""
+    if not recorded or ("fresh" in recorded) == (placements == "fresh"):
+        return ""
+    return (f"{path} was measured with --xla-placements={','.join(sorted(recorded))}, this run with "
+            f"--xla-placements={placements}: with 'fresh' the baseline side pays page faults at every step, so the "
+            "speedups are not comparable; valid: run with the baseline's setting, or record a baseline with this one")
+
+
 def read_timing_baseline(path: Path) -> dict[Key, float]:
     """Speedups per case from a JSON report of an earlier run (read by the report's own reader).
 
@@ -144,17 +175,8 @@ def read_timing_baseline(path: Path) -> dict[Key, float]:
     untrusted figure is no baseline) are skipped; an
     unreadable file or a record without a numeric speedup is an :class:`ExpectedFileError`.
     """
-    from pytest_xla_dynamo.report import read_json
-
-    if path.is_dir():
-        raise ExpectedFileError(f"{path}: is a directory, not a JSON report")
-    try:
-        records = read_json(path)
-    except (ValueError, TypeError, KeyError, AttributeError) as err:  # json.JSONDecodeError is a ValueError
-        text = str(err)
-        raise ExpectedFileError(text if text.startswith(str(path)) else f"{path}: not a JSON report: {text}") from None
     out: dict[Key, float] = {}
-    for record in records:
+    for record in _read_report(path):
         if record.suite != "timing" or record.speedup is None or record.status == UNRELIABLE:
             continue
         key = (str(record.name), str(record.backend), str(record.mode))

@@ -13,7 +13,8 @@ for :mod:`~pytest_xla_dynamo.timing.interference`. With ``--xla-min-run-time`` t
 each side is timed too, and N grows so that each run lasts at least that long, the same N for both sides
 (:mod:`~pytest_xla_dynamo.timing.calibrate`). With ``--xla-placements`` ``step`` or ``run`` a side on the CPU
 draws where its memory lands anew, untimed, before each of its timed steps or runs, and takes one untimed step
-after each draw (:mod:`~pytest_xla_dynamo.timing.placement`).
+after each draw (:mod:`~pytest_xla_dynamo.timing.placement`; ``fresh`` is the session's, set before any model
+is built: :mod:`pytest_xla_dynamo.workers.threads`).
 """
 
 from __future__ import annotations
@@ -197,7 +198,8 @@ def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat:
     baseline's run is its ``setup``); None runs the same interleaving directly. Both cases must be
     warmed up: compilation is not part of what is timed here. ``placements`` "step" or "run": before each timed
     step or run a side on the CPU is given a new placement and one untimed step
-    (:mod:`~pytest_xla_dynamo.timing.placement`); "once": none.
+    (:mod:`~pytest_xla_dynamo.timing.placement`); "once" and "fresh" (the session fixed malloc's pages before
+    the models were built): none, only recorded.
     """
     from pytest_xla_dynamo.core import metrics
 
@@ -254,14 +256,17 @@ def _prime(baseline: PreparedCase, case: PreparedCase, prime: bool) -> list[list
     return untimed
 
 
+REDRAWN = ("step", "run")  # the --xla-placements values that redraw (the others: "once", "fresh")
+
+
 class _Draws:
     """``--xla-placements``: a :class:`~pytest_xla_dynamo.timing.placement.Placement` per side on the CPU, drawn
-    before each timed step ("step") or run ("run") of the side, or never ("once")."""
+    before each timed step ("step") or run ("run") of the side, or never ("once", "fresh")."""
 
     def __init__(self, when: str, sides: dict[str, PreparedCase]) -> None:
         self.when = when
         self.sides = {side: (Placement(), c) for side, c in sides.items()
-                      if when != "once" and getattr(getattr(c, "device", None), "type", None) == "cpu"}
+                      if when in REDRAWN and getattr(getattr(c, "device", None), "type", None) == "cpu"}
 
     def _draw(self, side: str) -> None:
         """A new placement for the side, then one untimed step: the first step after a draw grows the heap anew."""

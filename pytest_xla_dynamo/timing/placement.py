@@ -1,4 +1,5 @@
-"""Where a CPU case's memory lands, drawn anew before each timed step or run (``--xla-placements``).
+"""Where a CPU case's memory lands, drawn anew before each timed step or run, or fresh at every allocation
+(``--xla-placements``).
 
 Why (issue 31, docs/timing.md "the cause"): on this kind of VM CPU eager's step depends on which physical
 pages its memory drew, and a process keeps its draw: glibc's malloc raises its mmap threshold once a large
@@ -16,9 +17,19 @@ so the optimizer keeps them). The weights' values are unchanged. A case on an XL
 buffers are its runtime's, not malloc's heap. Memory: the spacers (20 MB on average, at most 72 MB) and, for a
 moment, one tensor's copy.
 
-Measured (docs/timing.md "Placements drawn per step or run"): alone, a draw moves CPU eager's step as a new
-process does; in the timing suite neither ``run`` nor ``step`` narrowed a case's spread between sessions (the XLA
-side moves between processes too), so the default is ``once``.
+``--xla-placements=fresh`` (:func:`fresh_pages`, applied by :mod:`pytest_xla_dynamo.workers.threads` once
+collection has selected a timing test, before any model is built: fixed later, it changes nothing, as the heap's
+free blocks from the warm-up serve the steps) instead fixes glibc malloc's mmap threshold at 128 KB for the rest
+of the process: every block of 128 KB or more that malloc hands out in the process is then a fresh ``mmap`` of
+new pages, so CPU eager's large activations land on new pages at every step and the process keeps no one draw.
+The price: page faults and zeroing at every step (CPU eager's resnet18 training step 54-62 -> 85 ms), so the
+speedups are not those of a user's eager and are compared only with a baseline measured the same way (the gate
+refuses the mix: :mod:`pytest_xla_dynamo.gating.plugin`). A setting for a speed gate's steadiness, not for the
+table.
+
+Measured (docs/timing.md "Placements drawn per step or run", "Fresh pages"): alone, a draw moves CPU eager's step
+as a new process does; in the timing suite neither ``run`` nor ``step`` narrowed a case's spread between sessions
+(the XLA side moves between processes too), so the default is ``once``.
 """
 
 from __future__ import annotations
@@ -33,6 +44,19 @@ if TYPE_CHECKING:
 
 SPACER_BLOCKS = (50, 600)  # how many heap blocks a redraw holds (uniform)
 SPACER_KB = (4, 120)  # each block's size in KB (uniform): below glibc's 128 KB initial mmap threshold
+FRESH_THRESHOLD = 128 * 1024  # --xla-placements=fresh: glibc's initial mmap threshold, fixed (bytes)
+M_MMAP_THRESHOLD = -3  # mallopt's parameter (glibc's malloc.h)
+
+
+def fresh_pages(threshold: int = FRESH_THRESHOLD) -> None:
+    """``--xla-placements=fresh``: fix glibc malloc's mmap threshold at ``threshold`` bytes in this process
+    (``mallopt(M_MMAP_THRESHOLD)``, which also stops glibc from raising it when a large block is freed), for the
+    rest of the process. Idempotent. Where malloc is not glibc's the option is refused when the session's options
+    are resolved (:mod:`pytest_xla_dynamo.config`), so a failure here is a RuntimeError."""
+    import ctypes
+
+    if ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, threshold) != 1:
+        raise RuntimeError(f"mallopt(M_MMAP_THRESHOLD, {threshold}) failed (glibc only; at most 32 MB on 64-bit)")
 
 
 @dataclass

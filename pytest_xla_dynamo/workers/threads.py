@@ -1,7 +1,11 @@
 """The thread-budget plugin: applies the budget of :mod:`pytest_xla_dynamo.timing.threads` to the session.
 
 ``PJRT_NPROC`` is set once collection has selected a timing test (before any test starts the XLA runtime)
-and put back at unconfigure; the budget as applied is the session's (``XlaSession.thread_budget``).
+and put back at unconfigure; the budget as applied is the session's (``XlaSession.thread_budget``). At the same
+moment, with ``--xla-placements=fresh``, malloc's mmap threshold is fixed for the process
+(:func:`pytest_xla_dynamo.timing.placement.fresh_pages`): before any model is built, so that the heap never grows
+large blocks a later step could reuse (fixed after a warm-up, it changes nothing: the heap's free blocks serve the
+steps).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_xla_dynamo.timing.placement import fresh_pages
 from pytest_xla_dynamo.timing.threads import XLA_THREADS_ENV, ThreadBudget, budget_for, set_xla_threads
 
 if TYPE_CHECKING:
@@ -21,8 +26,9 @@ if TYPE_CHECKING:
 class ThreadBudgetPlugin:
     """Applies the session's thread budget where the session times something: once collection has selected
     a test that uses ``xla_timing`` (before any test starts the XLA runtime), ``PJRT_NPROC`` is set; it is
-    restored at unconfigure. A session without timing tests (parity, graphs, the plugin's own tests) keeps
-    XLA:CPU's default threads."""
+    restored at unconfigure, and with ``--xla-placements=fresh`` malloc's pages are fixed (for good: the process's
+    malloc cannot be put back). A session without timing tests (parity, graphs, the plugin's own tests) keeps
+    XLA:CPU's default threads and malloc's default."""
 
     def __init__(self, session: XlaSession) -> None:
         self.config = session.config
@@ -33,9 +39,12 @@ class ThreadBudgetPlugin:
         session.thread_budget = self.budget
 
     def apply(self) -> ThreadBudget:
-        """Set XLA:CPU's threads now (idempotent) and return the budget as applied."""
+        """Set XLA:CPU's threads (and, with ``--xla-placements=fresh``, malloc's pages) now (idempotent) and return
+        the budget as applied."""
         if not self._applied:
             self._applied = True
+            if self.session.xcfg.placements == "fresh":
+                fresh_pages()
             self.budget = replace(self.budget, xla=set_xla_threads(self.budget.threads))
             self.session.thread_budget = self.budget
         return self.budget
@@ -50,7 +59,8 @@ class ThreadBudgetPlugin:
         if not self._applied:
             return None
         b = self.budget
-        return f"xla-dynamo timing threads: {b.threads} ({b.choice}, {b.cores} cores; XLA:CPU {b.xla})"
+        fresh = "; malloc: fresh pages for blocks >= 128 KB" if self.session.xcfg.placements == "fresh" else ""
+        return f"xla-dynamo timing threads: {b.threads} ({b.choice}, {b.cores} cores; XLA:CPU {b.xla}){fresh}"
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
