@@ -16,7 +16,13 @@ the machine's noise, done after the wait so that nothing overlaps it.
 unmodified runs too, so that every process of a comparison loads the same code). ``XLA_GATE_SLOWDOWN_BACKENDS``: the
 backends to slow, comma list (default: every backend but the session's ``--xla-baseline-backend``); naming the
 baseline is a usage error. Each slowed run's extra matmuls are counted in the record's ``extra`` as
-``injected_matmuls`` (total over the case's runs), for the script to check.
+``injected_matmuls`` (total over the case's runs, and over its processes), for the script to check.
+
+Under ``--xla-timing-processes M`` the children time the case (each loads this plugin, ``-p`` is forwarded) and
+the parent combines their records: a child's record is left a plain timing record, which the parent can read
+back with its typed figures (the injected keys would make it uninterpreted, and the parent would then keep the
+first process's figure instead of the median of M: the slowed side of the stop-38 gate runs). A child adds its
+count to a file the parent names in ``XLA_GATE_SLOWDOWN_COUNTS``; the parent sums them into its record.
 
 ``XLA_GATE_IGNORE_INTERFERENCE=1`` (test-only, for a demonstration on a loaded machine): the interference
 rules (:mod:`pytest_xla_dynamo.timing.interference`) find nothing, so no record is ``unreliable`` and the gate
@@ -29,7 +35,9 @@ from __future__ import annotations
 import importlib
 import os
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +46,7 @@ SIZE = 128
 ENV = "XLA_GATE_SLOWDOWN"
 ENV_BACKENDS = "XLA_GATE_SLOWDOWN_BACKENDS"
 ENV_IGNORE = "XLA_GATE_IGNORE_INTERFERENCE"
+ENV_COUNTS = "XLA_GATE_SLOWDOWN_COUNTS"
 
 _state: dict[str, Any] = {"fraction": 0.0, "backends": None, "baseline": None, "matmul": None, "count": 0}
 
@@ -89,6 +98,10 @@ def pytest_configure(config: pytest.Config) -> None:
     _state["fraction"] = fraction
     if not fraction:
         return
+    if not os.environ.get(ENV_COUNTS):  # the parent (its timing children inherit the variable): they add counts here
+        handle, name = tempfile.mkstemp(prefix="xla-gate-slowdown-", suffix=".txt")
+        os.close(handle)
+        os.environ[ENV_COUNTS] = _state["counts"] = name
     measure = importlib.import_module("pytest_xla_dynamo.timing.measure")  # the module (timing.measure is its function)
     original = measure.run_iterations
 
@@ -119,19 +132,42 @@ def _slowed(config: pytest.Config, backend: str) -> bool:
     return backend != _state["baseline"] and ("*" in backends or backend in backends)
 
 
+def _children_count() -> int:
+    """The matmuls the parent's timing children ran since the last call (their file emptied)."""
+    name = _state.get("counts")
+    if not name:
+        return 0
+    path = Path(name)
+    total = sum(int(line) for line in path.read_text().split())
+    path.write_text("")
+    return total
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    """The matmuls a test's slowed runs added, in its timing record's ``extra``."""
+    """The matmuls a test's slowed runs added (its own and its timing children's), in its timing record's
+    ``extra``; a child only reports its count to the parent (module docstring)."""
     _state["count"] = 0
     yield
     if not _state["fraction"]:
         return
     from pytest_xla_dynamo.session import get_session
 
+    if get_session(item.config).child_output is not None:
+        if name := os.environ.get(ENV_COUNTS):
+            with open(name, "a", encoding="utf-8") as handle:
+                handle.write(f"{_state['count']}\n")
+        return
+    count = _state["count"] + _children_count()
     for record in reversed(list(get_session(item.config).store)):
         if record.nodeid == item.nodeid and record.suite == "timing":
             # beside the typed figures, as a key the package does not write: a slowed run's report reads back
             # with its timing figures uninterpreted, so it cannot serve as anyone's baseline
             record.unparsed_extra["injected_slowdown"] = _state["fraction"]
-            record.unparsed_extra["injected_matmuls"] = _state["count"]
+            record.unparsed_extra["injected_matmuls"] = count
             break
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if name := _state.pop("counts", None):
+        Path(name).unlink(missing_ok=True)

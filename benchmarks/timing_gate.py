@@ -19,8 +19,10 @@ rules off so that the verdicts can be shown there; its figures say nothing about
 ``--baseline-processes N`` records the baseline with ``--xla-timing-processes=N``: its cases then carry the
 spread between processes, which the gate takes as a run's noise (divided by sqrt(M) for a run of M processes)
 where it is the larger (docs/ci.md); ``--run-processes M`` measures each gate run in M processes (default 1).
-Figures only, nothing asserted; the exit status is 0 unless a subprocess gave no report. resnet18 and
-BERT_pytorch training, trace once, K = 2: about 10 minutes on 2 quiet cores.
+A WARNING beside a case says its record was not measured as asked (not combined from M processes, or a
+slowed record without injected matmuls). Figures only, nothing asserted; the exit status is 0 unless a
+subprocess gave no report. resnet18 and BERT_pytorch training, trace once, K = 2: about 10 minutes on 2 quiet
+cores.
 """
 
 from __future__ import annotations
@@ -107,6 +109,18 @@ def iterations(record: dict[str, Any]) -> str:
     return f"{extra.get('requested_iterations_per_run', '?')}->{extra.get('calibrated_iterations_per_run', '?')}"
 
 
+def not_as_asked(args: argparse.Namespace, record: dict[str, Any] | None, *, slowed: bool) -> str:
+    """A warning where a gate run's record was not measured as asked ("" where it was): a slowed run whose record
+    counts no injected matmuls, or a record not combined from ``--run-processes`` processes."""
+    extra = (record or {}).get("extra") or {}
+    problems = []
+    if record is not None and slowed and not extra.get("injected_matmuls"):
+        problems.append("no injected matmuls recorded")
+    if record is not None and args.run_processes > 1 and extra.get("timing_processes") != args.run_processes:
+        problems.append(f"timing_processes {extra.get('timing_processes')}, not {args.run_processes}")
+    return f"  WARNING: {'; '.join(problems)}" if problems else ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="resnet18,BERT_pytorch")
@@ -157,11 +171,12 @@ def main() -> int:
                     bucket = counts[condition]
                     bucket[label_] = bucket.get(label_, 0) + 1
                     injected = ((now or {}).get("extra") or {}).get("injected_matmuls")
+                    check = not_as_asked(args, now, slowed=condition == "slowed")
                     base_status = "" if (base or {}).get("status") != "unreliable" else " (unreliable: no baseline)"
                     print(f"    {' · '.join(key):<36} baseline {b or 0:.3f}x {noise(base):>7}{base_status}  this run "
                           f"{x or 0:.3f}x {noise(now):>7}  ratio {ratio:>6}  iterations "
                           f"{iterations(now) if now else '-':>7}  {now.get('status') if now else '-':<10} gate "
-                          f"{label_}" + (f"  (+{injected} matmuls)" if injected else ""), flush=True)
+                          f"{label_}" + (f"  (+{injected} matmuls)" if injected else "") + check, flush=True)
                 print(f"    exit status {status}")
     print()
     for condition, found in counts.items():

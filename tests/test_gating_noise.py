@@ -5,6 +5,7 @@ NOISY and one (no noise figure: an old baseline) SLOWER by the plain ratio."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from dataclasses import replace
@@ -17,9 +18,9 @@ from sample_data import gating_record as rec
 
 from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating import rules as r
-from pytest_xla_dynamo.gating.noise import baseline_noise, between_noise, noise_note, read_timing_noise, record_noise
+from pytest_xla_dynamo.gating.noise import baseline_noise, between_noise, noise_note, record_noise
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines
-from pytest_xla_dynamo.gating.run import placements_mismatch, read_timing_placements, timing_from_records
+from pytest_xla_dynamo.gating.run import load_timing_baseline, placements_mismatch, timing_from_records
 from pytest_xla_dynamo.records import UNRELIABLE
 from pytest_xla_dynamo.timing import calibrate, noise
 
@@ -131,7 +132,10 @@ def test_baseline_noise_follows_the_baseline_speedups(tmp_path: Path) -> None:
     assert baseline_noise(records) == {("a", "trace_once", "train"): 0.02}
     path = tmp_path / "base.jsonl"
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in records))
-    assert read_timing_noise(path) == ({("a", "trace_once", "train"): 0.02}, {})
+    timing = load_timing_baseline(path)  # the gate's one read of the file
+    assert (timing.noise, timing.between) == ({("a", "trace_once", "train"): 0.02}, {})
+    assert timing.speedups == {("a", "trace_once", "train"): 1.0, ("b", "trace_once", "train"): 1.0,
+                               ("d", "trace_once", "train"): 1.1} and timing.placements == frozenset()
 
 
 def test_a_baseline_of_several_processes_says_how_far_one_strays(tmp_path: Path) -> None:
@@ -144,7 +148,7 @@ def test_a_baseline_of_several_processes_says_how_far_one_strays(tmp_path: Path)
     assert noise.median_noise([1.0, 1.1, 0.9]) == pytest.approx(1.2533 * 0.2216 / math.sqrt(3), abs=1e-4)
     path = tmp_path / "base.jsonl"
     path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in records))
-    assert read_timing_noise(path)[1] == {a: pytest.approx(0.22165, abs=1e-5)}
+    assert load_timing_baseline(path).between == {a: pytest.approx(0.22165, abs=1e-5)}
     assert noise_note({a: 1.0}, {a: 0.05}, {a: 0.2}) == (
         " (noise-aware: all 1 baseline cases carry their noise; 1 with the spread between its processes)")
 
@@ -161,7 +165,7 @@ def test_a_baseline_measured_with_fresh_pages_gates_only_a_run_measured_so(tmp_p
             records.append(record)
         path = tmp_path / "base.jsonl"
         path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in [*records, rec("parity", "p")]))
-        return read_timing_placements(path)
+        return load_timing_baseline(path).placements
 
     fresh = baseline("fresh", "fresh")
     assert fresh == {"fresh"} and placements_mismatch(Path("b.jsonl"), fresh, "fresh") == ""
@@ -370,3 +374,27 @@ def test_slowdown_bad_fraction_is_a_usage_error(value: str, monkeypatch: pytest.
     with pytest.raises(pytest.UsageError) as info:
         plugin._fraction()
     assert str(info.value) == f"XLA_GATE_SLOWDOWN: invalid value {value!r}; valid: a number 0 <= F < 1"
+
+
+def test_timing_gate_warns_where_a_run_was_not_measured_as_asked() -> None:
+    """A slowed run that counts no injected matmuls, or a record not combined from --run-processes processes."""
+    check = benchmark_script("timing_gate").not_as_asked
+    five = argparse.Namespace(run_processes=5)
+    combined = {"extra": {"timing_processes": 5, "injected_matmuls": 120}}
+    assert check(five, combined, slowed=True) == "" and check(five, None, slowed=True) == ""
+    assert check(argparse.Namespace(run_processes=1), {"extra": {}}, slowed=False) == ""
+    assert check(five, {"extra": {"injected_matmuls": 0}}, slowed=True) == (
+        "  WARNING: no injected matmuls recorded; timing_processes None, not 5")
+    assert check(five, {"extra": {"timing_processes": 5}}, slowed=False) == ""
+
+
+def test_slowdown_parent_sums_its_timing_childrens_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each child appends its count to the parent's file; the parent sums and empties it per test."""
+    plugin = benchmark_script("slowdown_plugin")
+    counts = tmp_path / "counts.txt"
+    counts.write_text("6957\n6442\n")
+    monkeypatch.setitem(plugin._state, "counts", str(counts))
+    assert plugin._children_count() == 13399
+    assert counts.read_text() == "" and plugin._children_count() == 0
+    monkeypatch.delitem(plugin._state, "counts")
+    assert plugin._children_count() == 0  # a child, or one process: nothing to sum

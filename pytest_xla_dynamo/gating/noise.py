@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
-from pytest_xla_dynamo.gating.expected import ExpectedFileError
 from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
 from pytest_xla_dynamo.timing.noise import value_noise
@@ -66,18 +64,6 @@ def between_noise(records: Iterable[CaseRecord]) -> dict[Key, float]:
     """Per baseline case measured in 3 or more processes: the relative standard deviation of one process's speedup
     (:func:`~pytest_xla_dynamo.timing.noise.value_noise` of its ``process_speedups``)."""
     return _per_case(records, _process_noise)
-
-
-def read_timing_noise(path: Path) -> tuple[dict[Key, float], dict[Key, float]]:
-    """:func:`baseline_noise` and :func:`between_noise` of a JSON report (an unreadable one:
-    :class:`ExpectedFileError`, as :func:`pytest_xla_dynamo.gating.run.read_timing_baseline` says it)."""
-    from pytest_xla_dynamo.report import read_json
-
-    try:
-        records = read_json(path)
-        return baseline_noise(records), between_noise(records)
-    except (ValueError, TypeError, KeyError, AttributeError, OSError) as err:
-        raise ExpectedFileError(f"{path}: not a JSON report: {err}") from None
 
 
 def noise_note(baseline: dict[Key, float] | None, noise: dict[Key, float],

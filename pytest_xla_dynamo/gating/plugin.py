@@ -21,16 +21,15 @@ import pytest
 
 from pytest_xla_dynamo.gating.expected import CaseRow, ExpectedFileError, read_expected, read_metadata, write_expected
 from pytest_xla_dynamo.gating.labels import GATE_FAILED_EXIT, UNFINISHED_EXITS, Key
-from pytest_xla_dynamo.gating.noise import noise_note, read_timing_noise
+from pytest_xla_dynamo.gating.noise import noise_note
 from pytest_xla_dynamo.gating.paths import check_paths, write_summary
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines, verdict_line
 from pytest_xla_dynamo.gating.rules import GateResult, compare
 from pytest_xla_dynamo.gating.run import (
     RunCase,
     cases_from_records,
+    load_timing_baseline,
     placements_mismatch,
-    read_timing_baseline,
-    read_timing_placements,
     timing_from_records,
 )
 from pytest_xla_dynamo.gating.update import merge_update
@@ -69,10 +68,9 @@ class GatingPlugin:
                 self.expected = read_expected(xcfg.expected)
                 self.expected_metadata = read_metadata(xcfg.expected)
             if xcfg.min_speedup_ratio is not None and xcfg.timing_baseline is not None:
-                self.baseline = read_timing_baseline(xcfg.timing_baseline)
-                self.baseline_noise, self.between_noise = read_timing_noise(xcfg.timing_baseline)
-                recorded = read_timing_placements(xcfg.timing_baseline)
-                if why := placements_mismatch(xcfg.timing_baseline, recorded, xcfg.placements):
+                timing = load_timing_baseline(xcfg.timing_baseline)
+                self.baseline, self.baseline_noise, self.between_noise = timing.speedups, timing.noise, timing.between
+                if why := placements_mismatch(xcfg.timing_baseline, timing.placements, xcfg.placements):
                     raise ExpectedFileError(why)
         except (ExpectedFileError, OSError) as err:
             raise pytest.UsageError(f"xla-dynamo gate: {err}") from None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pytest_xla_dynamo.gating.expected import GRAPH_FIELDS, CaseRow, ExpectedFileError
 from pytest_xla_dynamo.gating.labels import Key
-from pytest_xla_dynamo.gating.noise import record_noise
+from pytest_xla_dynamo.gating.noise import baseline_noise, between_noise, record_noise
 from pytest_xla_dynamo.records import PASSING, UNRELIABLE, CaseRecord, worst_status
 from pytest_xla_dynamo.repro import nodeid_command
 
@@ -150,10 +150,10 @@ def _read_report(path: Path) -> list[CaseRecord]:
         raise ExpectedFileError(text if text.startswith(str(path)) else f"{path}: not a JSON report: {text}") from None
 
 
-def read_timing_placements(path: Path) -> frozenset[str]:
-    """The ``--xla-placements`` settings a JSON report's timing records say they were measured with (empty where
-    none says: a report from before the option)."""
-    return frozenset(runs.placements for record in _read_report(path) if record.suite == "timing"
+def timing_placements(records: Iterable[CaseRecord]) -> frozenset[str]:
+    """The ``--xla-placements`` settings the timing records say they were measured with (empty where none says: a
+    report from before the option)."""
+    return frozenset(runs.placements for record in records if record.suite == "timing"
                      and record.timing is not None and (runs := record.timing.runs) is not None and runs.placements)
 
 
@@ -168,15 +168,15 @@ def placements_mismatch(path: Path, recorded: frozenset[str], placements: str) -
             "speedups are not comparable; valid: run with the baseline's setting, or record a baseline with this one")
 
 
-def read_timing_baseline(path: Path) -> dict[Key, float]:
-    """Speedups per case from a JSON report of an earlier run (read by the report's own reader).
+def baseline_speedups(records: Iterable[CaseRecord], path: Path) -> dict[Key, float]:
+    """Speedups per case from an earlier run's records (``path``, the report they came from, names it in errors).
 
     Records of another ``suite`` than ``timing``, records without a speedup and ``unreliable`` ones (an
-    untrusted figure is no baseline) are skipped; an
-    unreadable file or a record without a numeric speedup is an :class:`ExpectedFileError`.
+    untrusted figure is no baseline) are skipped; a record without a numeric speedup is an
+    :class:`ExpectedFileError`.
     """
     out: dict[Key, float] = {}
-    for record in _read_report(path):
+    for record in records:
         if record.suite != "timing" or record.speedup is None or record.status == UNRELIABLE:
             continue
         key = (str(record.name), str(record.backend), str(record.mode))
@@ -186,3 +186,27 @@ def read_timing_baseline(path: Path) -> dict[Key, float]:
             raise ExpectedFileError(f"{path}: {','.join(record.key)}: speedup {record.speedup!r} is not a number; "
                                     "valid: a number") from None
     return out
+
+
+def read_timing_baseline(path: Path) -> dict[Key, float]:
+    """:func:`baseline_speedups` of a JSON report (read by the report's own reader; an unreadable file is an
+    :class:`ExpectedFileError`)."""
+    return baseline_speedups(_read_report(path), path)
+
+
+@dataclass(frozen=True)
+class TimingBaseline:
+    """What the speed gate takes from ``--xla-timing-baseline``, the file read once: the speedups, their noise,
+    the spread between the baseline's processes (:mod:`pytest_xla_dynamo.gating.noise`) and its placements."""
+
+    speedups: dict[Key, float]
+    noise: dict[Key, float]
+    between: dict[Key, float]
+    placements: frozenset[str]
+
+
+def load_timing_baseline(path: Path) -> TimingBaseline:
+    """The :class:`TimingBaseline` of a JSON report (an unreadable one: :class:`ExpectedFileError`)."""
+    records = _read_report(path)
+    return TimingBaseline(baseline_speedups(records, path), baseline_noise(records), between_noise(records),
+                          timing_placements(records))
