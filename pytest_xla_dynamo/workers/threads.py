@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_xla_dynamo.timing.placement import fresh_pages
+from pytest_xla_dynamo.timing.placement import FRESH_THRESHOLD, fresh_pages
 from pytest_xla_dynamo.timing.threads import XLA_THREADS_ENV, ThreadBudget, budget_for, set_xla_threads
 
 if TYPE_CHECKING:
@@ -59,7 +59,8 @@ class ThreadBudgetPlugin:
         if not self._applied:
             return None
         b = self.budget
-        fresh = "; malloc: fresh pages for blocks >= 128 KB" if self.session.xcfg.placements == "fresh" else ""
+        fresh = (f"; malloc: fresh pages for blocks >= {FRESH_THRESHOLD // 1024} KB"
+                 if self.session.xcfg.placements == "fresh" else "")
         return f"xla-dynamo timing threads: {b.threads} ({b.choice}, {b.cores} cores; XLA:CPU {b.xla}){fresh}"
 
     @pytest.hookimpl(trylast=True)
