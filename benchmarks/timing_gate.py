@@ -2,7 +2,8 @@
 
     PJRT_DEVICE=CPU python benchmarks/timing_gate.py [--models resnet18,BERT_pytorch] [--modes train]
         [--backends trace_once] [--runs 2] [--slowdown 0.10] [--ratio 0.9] [--repeat 5] [--min-run-time 0.2]
-        [--baseline-processes N] [--run-processes M] [--ignore-interference] [--out DIR] [-- extra pytest args]
+        [--baseline-processes N] [--run-processes M] [--ab] [--ignore-interference] [--out DIR]
+        [-- extra pytest args]
 
 First one pytest subprocess records the timing baseline (``suites/test_timing.py --xla-report=json``,
 unmodified). Then 2K gate runs against it (``--xla-timing-baseline``, ``--xla-min-speedup-ratio``), alternating
@@ -20,9 +21,11 @@ rules off so that the verdicts can be shown there; its figures say nothing about
 spread between processes, which the gate takes as a run's noise (divided by sqrt(M) for a run of M processes)
 where it is the larger (docs/ci.md); ``--run-processes M`` measures each gate run in M processes (default 1).
 A WARNING beside a case says its record was not measured as asked (not combined from M processes, or a
-slowed record without injected matmuls). Figures only, nothing asserted; the exit status is 0 unless a
-subprocess gave no report. resnet18 and BERT_pytorch training, trace once, K = 2: about 10 minutes on 2 quiet
-cores.
+slowed record without injected matmuls). ``--ab``: the A/B gate instead, no baseline run; each gate run measures
+the base build beside itself (``--xla-timing-base-python='env XLA_GATE_SLOWDOWN=0 <this python>'``, in M pairs of
+processes, M = ``--run-processes`` >= 3), and the ratio column is the median of the pairs' ratios. Figures only,
+nothing asserted; the exit status is 0 unless a subprocess gave no report. resnet18 and BERT_pytorch training,
+trace once, K = 2: about 10 minutes on 2 quiet cores (``--ab`` with M = 4: 5.5 minutes per gate run).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -40,6 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "suites" / "test_timing.py"
 REPORT = "xla-dynamo.jsonl"
+ENV = "XLA_GATE_SLOWDOWN"  # benchmarks/slowdown_plugin.py
 Key = tuple[str, str, str]
 
 
@@ -56,6 +61,11 @@ def pytest_cmd(args: argparse.Namespace, out: Path, rest: list[str], *, gate: Pa
            f"--xla-backend={args.backends}", f"--xla-repeat={args.repeat}", f"--xla-min-run-time={args.min_run_time}",
            f"--xla-iterations-per-run={args.iterations_per_run}", "--xla-report=json", f"--xla-report-dir={out}",
            "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    if args.ab:  # the base build: this interpreter with nothing slowed, its processes paired with the run's
+        base = shlex.join(["env", f"{ENV}=0", sys.executable])
+        cmd += [f"--xla-timing-processes={args.run_processes}", f"--xla-timing-base-python={base}",
+                f"--xla-min-speedup-ratio={args.ratio}", f"--xla-summary={out / 'summary.md'}"]
+        return [*cmd, "-p", "benchmarks.slowdown_plugin", *rest]
     if gate is None and args.baseline_processes > 1:
         cmd.append(f"--xla-timing-processes={args.baseline_processes}")
     if gate is not None and args.run_processes > 1:
@@ -70,7 +80,7 @@ def run(args: argparse.Namespace, label: str, out: Path, rest: list[str], *, gat
         slowed: bool = False) -> tuple[int, dict[Key, dict[str, Any]], dict[Key, str]]:
     """One pytest subprocess: (exit status, its timing records by case, the gate's verdict by case)."""
     env = dict(os.environ)
-    env["XLA_GATE_SLOWDOWN"] = str(args.slowdown) if slowed else "0"
+    env[ENV] = str(args.slowdown) if slowed else "0"
     env["XLA_GATE_IGNORE_INTERFERENCE"] = "1" if args.ignore_interference else "0"
     before, start = load(), time.perf_counter()
     proc = subprocess.run(pytest_cmd(args, out, rest, gate=gate), cwd=ROOT, env=env,
@@ -109,6 +119,14 @@ def iterations(record: dict[str, Any]) -> str:
     return f"{extra.get('requested_iterations_per_run', '?')}->{extra.get('calibrated_iterations_per_run', '?')}"
 
 
+def ab_base(record: dict[str, Any]) -> dict[str, Any]:
+    """An A/B record's base side as a baseline record: the base build's median speedup, and as its noise the
+    pairs' (the ratio column is then the median of the pairs' ratios)."""
+    extra = record.get("extra") or {}
+    return {"speedup": extra.get("base_speedup"), "status": record.get("status"),
+            "extra": {"speedup_noise": extra.get("pair_noise")}}
+
+
 def not_as_asked(args: argparse.Namespace, record: dict[str, Any] | None, *, slowed: bool) -> str:
     """A warning where a gate run's record was not measured as asked ("" where it was): a slowed run whose record
     counts no injected matmuls, or a record not combined from ``--run-processes`` processes."""
@@ -118,6 +136,8 @@ def not_as_asked(args: argparse.Namespace, record: dict[str, Any] | None, *, slo
         problems.append("no injected matmuls recorded")
     if record is not None and args.run_processes > 1 and extra.get("timing_processes") != args.run_processes:
         problems.append(f"timing_processes {extra.get('timing_processes')}, not {args.run_processes}")
+    if record is not None and args.ab and len(extra.get("base_process_speedups") or ()) != args.run_processes:
+        problems.append(f"{len(extra.get('base_process_speedups') or ())} base processes, not {args.run_processes}")
     return f"  WARNING: {'; '.join(problems)}" if problems else ""
 
 
@@ -136,6 +156,9 @@ def main() -> int:
                         help="record the baseline with --xla-timing-processes=N")
     parser.add_argument("--run-processes", type=int, default=1,
                         help="each gate run with --xla-timing-processes=M (default 1: one process)")
+    parser.add_argument("--ab", action="store_true",
+                        help="the A/B gate: no stored baseline; every gate run measures the base (nothing slowed) "
+                             "beside itself in --run-processes pairs (--xla-timing-base-python)")
     parser.add_argument("--out", type=Path, help="folder for the reports (default: a temporary one)")
     parser.add_argument("--ignore-interference", action="store_true",
                         help="test-only: no record is made unreliable (to show the verdicts on a loaded machine)")
@@ -145,14 +168,18 @@ def main() -> int:
     print(f"cores: {os.cpu_count()}, load at start: {load()}; models {args.models}, modes {args.modes}, backends "
           f"{args.backends}, repeat {args.repeat}, iterations per run {args.iterations_per_run}, min run time "
           f"{args.min_run_time} s, gate ratio {args.ratio}, injected slowdown {args.slowdown:.0%} of the speedup, "
-          f"K = {args.runs}, baseline processes {args.baseline_processes}, run processes {args.run_processes}"
+          f"K = {args.runs}, "
+          + (f"A/B: {args.run_processes} pairs per run" if args.ab else
+             f"baseline processes {args.baseline_processes}, run processes {args.run_processes}")
           + (", interference rules OFF (test-only)" if args.ignore_interference else ""),
           flush=True)
     with tempfile.TemporaryDirectory(prefix="xla-gate-") as name:
         folder = args.out or Path(name)
-        status, baseline, _ = run(args, "baseline", folder / "baseline", rest)
-        if not baseline:
-            return 1
+        baseline: dict[Key, dict[str, Any]] = {}
+        if not args.ab:
+            status, baseline, _ = run(args, "baseline", folder / "baseline", rest)
+            if not baseline:
+                return 1
         counts: dict[str, dict[str, int]] = {"unmodified": {}, "slowed": {}}
         failed = False
         for k in range(1, args.runs + 1):
@@ -160,11 +187,16 @@ def main() -> int:
                 label = f"{condition} {k}"
                 status, timing, verdict = run(args, label, folder / label.replace(" ", "-"), rest,
                                               gate=folder / "baseline" / REPORT, slowed=condition == "slowed")
+                if args.ab:  # each record carries its own base: the pairs' median ratio is what is gated
+                    baseline = {key: ab_base(record) for key, record in timing.items()}
                 failed = failed or not timing
                 for key in sorted(set(baseline) | set(timing)):
                     base, now = baseline.get(key), timing.get(key)
                     b, x = (base or {}).get("speedup"), (now or {}).get("speedup")
                     ratio = f"{x / b:.3f}" if b and x else "-"
+                    pair_ratio = ((now or {}).get("extra") or {}).get("pair_ratio")
+                    if args.ab:
+                        ratio = f"{pair_ratio:.3f}" if isinstance(pair_ratio, (int, float)) else "-"
                     label_ = verdict.get(key, "-")
                     if label_ == "PASS" and (base is None or base.get("status") == "unreliable"):
                         label_ = "not gated (no trusted baseline)"

@@ -13,6 +13,8 @@ import difflib
 import math
 import os
 import platform
+import shlex
+import shutil
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,6 +54,7 @@ DROPOUT_POLICIES = ("identity", "keep")
 PLACEMENTS = ("step", "run", "once", "fresh")  # --xla-placements (pytest_xla_dynamo.timing.placement)
 SHARDS_MAX = 1000  # --xla-shard=I/N: N beyond any CI matrix (the split keeps a list of N loads)
 THREADS_MAX = 4096  # --xla-threads: beyond any machine's cores (torch takes a C int)
+MIN_AB_PAIRS = 3  # --xla-timing-base-python: the fewest pairs whose spread gives a noise (timing.noise)
 MAX_TIMING_PROCESSES = 15  # --xla-timing-processes: a typo guard (each process compiles the case again)
 
 
@@ -92,6 +95,7 @@ class XlaConfig:
     strict_improved: bool = False
     min_speedup_ratio: float | None = None
     timing_baseline: Path | None = None
+    timing_base_python: tuple[str, ...] = ()  # --xla-timing-base-python, split as a shell would (timing.across)
     accuracy_runs: int = 1
     summary: Path | None = None
     shard: tuple[int, int] | None = None
@@ -219,6 +223,20 @@ def to_path(value: str) -> Path | None:
 SHARD_VALID = f"I/N with integers 1 <= I <= N <= {SHARDS_MAX}, e.g. 1/4"
 
 
+def to_command(opt: Option, value: str) -> tuple[str, ...]:
+    """A command split as a shell would (empty: none); its program must be found (a path, or on PATH)."""
+    if not value.strip():
+        return ()
+    try:
+        words = tuple(shlex.split(value))
+    except ValueError as err:
+        raise _bad(opt, value, "a command a shell could split", f" ({err})") from None
+    if not words or shutil.which(words[0]) is None:
+        raise _bad(opt, value, "a Python interpreter (a path, or a program on PATH), with any arguments",
+                   f" ({(words[0] if words else value)!r} not found)")
+    return words
+
+
 def to_shard(opt: Option, value: str) -> tuple[int, int] | None:
     if not value.strip():
         return None
@@ -315,6 +333,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         strict_improved=to_bool(*get("xla_strict_improved")),
         min_speedup_ratio=to_float(*get("xla_min_speedup_ratio")),
         timing_baseline=to_path(raw["xla_timing_baseline"]),
+        timing_base_python=to_command(*get("xla_timing_base_python")),
         accuracy_runs=to_int(*get("xla_accuracy_runs")),
         summary=to_path(raw["xla_summary"]),
         shard=to_shard(*get("xla_shard")),
@@ -358,8 +377,18 @@ def _check_together(values: Mapping[str, Any]) -> None:
             raise pytest.UsageError(f"--xla-known-issues-file: no such file {str(path)!r}")
     if values["update_expected"] and values["expected"] is None:
         raise pytest.UsageError("--xla-update-expected needs --xla-expected=FILE")
-    if values["min_speedup_ratio"] is not None and values["timing_baseline"] is None:
-        raise pytest.UsageError("--xla-min-speedup-ratio needs --xla-timing-baseline=FILE")
+    if values["min_speedup_ratio"] is not None and values["timing_baseline"] is None \
+            and not values["timing_base_python"]:
+        raise pytest.UsageError("--xla-min-speedup-ratio needs --xla-timing-baseline=FILE (a stored baseline) or "
+                                "--xla-timing-base-python=COMMAND (the base build measured beside this one)")
+    if values["timing_base_python"]:
+        if values["timing_baseline"] is not None:
+            raise pytest.UsageError("--xla-timing-base-python and --xla-timing-baseline: give one (the base build "
+                                    "measured in this job, or a stored baseline), not both")
+        if values["timing_processes"] < MIN_AB_PAIRS:
+            raise pytest.UsageError(f"--xla-timing-base-python needs --xla-timing-processes >= {MIN_AB_PAIRS} (the "
+                                    f"pairs of base and candidate processes; their spread is the gate's noise), not "
+                                    f"{values['timing_processes']}")
     if values["placements"] == "fresh" and platform.libc_ver()[0] != "glibc":
         raise pytest.UsageError("--xla-placements=fresh: needs glibc's malloc (mallopt), which this platform does "
                                 f"not have; valid here: {', '.join(p for p in PLACEMENTS if p != 'fresh')}")

@@ -147,10 +147,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("expected", "expected-results CSV to gate against", "", metavar="FILE"),
     Option("update-expected", "rewrite the expected-results CSV from this run", "false", flag=True),
     Option("strict-improved", "fail the session on IMPROVED cases too", "false", flag=True),
-    Option("min-speedup-ratio", "fail when a speedup falls below RATIO x the stored timing baseline",
-           "", metavar="RATIO"),
+    Option("min-speedup-ratio", "fail when a speedup falls below RATIO x the stored timing baseline (or, with "
+           "--xla-timing-base-python, x the base build's, measured beside it)", "", metavar="RATIO"),
     Option("timing-baseline", "stored timing baseline (a JSON report) for --xla-min-speedup-ratio", "",
            metavar="FILE"),
+    Option("timing-base-python", "the A/B speed gate: the Python of the base build (a path, or a command such as "
+           "'env VAR=1 /base/bin/python'; pytest and this plugin installed there); each timing case is measured in "
+           "--xla-timing-processes (>= 3) pairs of processes, the base's and this interpreter's alternating, and "
+           "--xla-min-speedup-ratio gates the median of the pairs' speedup ratios (no stored baseline)", "",
+           metavar="COMMAND"),
     Option("accuracy-runs", "parity runs per case; majority vote, disagreement marks the case flaky",
            "1", metavar="INT"),
     Option("summary", "write a Markdown summary (CI job summary) to FILE", "", metavar="FILE"),

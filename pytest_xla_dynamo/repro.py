@@ -40,6 +40,8 @@ def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = 
             args.append(f"--xla-placements={xcfg.placements}")
         if xcfg.timing_processes != 1:
             args.append(f"--xla-timing-processes={xcfg.timing_processes}")
+        if xcfg.timing_base_python:
+            args.append(f"--xla-timing-base-python={shlex.join(xcfg.timing_base_python)}")
         if not xcfg.baseline_auto:
             args.append(f"--xla-baseline-backend={xcfg.baseline_backend}")
         if xcfg.threads is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -379,13 +380,33 @@ def test_slowdown_bad_fraction_is_a_usage_error(value: str, monkeypatch: pytest.
 def test_timing_gate_warns_where_a_run_was_not_measured_as_asked() -> None:
     """A slowed run that counts no injected matmuls, or a record not combined from --run-processes processes."""
     check = benchmark_script("timing_gate").not_as_asked
-    five = argparse.Namespace(run_processes=5)
+    five = argparse.Namespace(run_processes=5, ab=False)
     combined = {"extra": {"timing_processes": 5, "injected_matmuls": 120}}
     assert check(five, combined, slowed=True) == "" and check(five, None, slowed=True) == ""
-    assert check(argparse.Namespace(run_processes=1), {"extra": {}}, slowed=False) == ""
+    assert check(argparse.Namespace(run_processes=1, ab=False), {"extra": {}}, slowed=False) == ""
     assert check(five, {"extra": {"injected_matmuls": 0}}, slowed=True) == (
         "  WARNING: no injected matmuls recorded; timing_processes None, not 5")
     assert check(five, {"extra": {"timing_processes": 5}}, slowed=False) == ""
+    # --ab: the base side must have its processes too
+    ab = argparse.Namespace(run_processes=4, ab=True)
+    paired = {"extra": {"timing_processes": 4, "base_process_speedups": [0.2] * 4}}
+    assert check(ab, paired, slowed=False) == ""
+    assert check(ab, {"extra": {"timing_processes": 4, "base_process_speedups": [0.2]}}, slowed=False) == (
+        "  WARNING: 1 base processes, not 4")
+
+
+def test_timing_gate_ab_reads_the_base_side_of_each_record() -> None:
+    """--ab: a record's base speedup is its baseline, the pairs' noise its noise, and the ratio column is the median
+    of the pairs' ratios (the command has no stored baseline and measures the base with nothing slowed)."""
+    gate = benchmark_script("timing_gate")
+    record = {"status": "pass", "extra": {"base_speedup": 0.2, "pair_noise": 0.01, "pair_ratio": 0.9}}
+    assert gate.ab_base(record) == {"speedup": 0.2, "status": "pass", "extra": {"speedup_noise": 0.01}}
+    args = argparse.Namespace(ab=True, models="m", modes="train", backends="trace_once", repeat=5, min_run_time="0.2",
+                              iterations_per_run=1, run_processes=4, ratio=0.95)
+    cmd = gate.pytest_cmd(args, Path("out"), [], gate=Path("baseline.jsonl"))
+    assert "--xla-timing-processes=4" in cmd and "--xla-min-speedup-ratio=0.95" in cmd
+    assert f"--xla-timing-base-python=env XLA_GATE_SLOWDOWN=0 {sys.executable}" in cmd
+    assert not any(arg.startswith("--xla-timing-baseline") for arg in cmd)
 
 
 def test_slowdown_parent_sums_its_timing_childrens_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

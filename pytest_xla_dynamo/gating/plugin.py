@@ -80,7 +80,8 @@ class GatingPlugin:
         """Whether the gate has anything to do in this session."""
         x = self.xcfg
         return self.session.reports_here and (x.expected is not None or x.summary is not None
-                                              or (x.min_speedup_ratio is not None and x.timing_baseline is not None))
+                                              or (x.min_speedup_ratio is not None
+                                                  and (x.timing_baseline is not None or bool(x.timing_base_python))))
 
     @property
     def kernel_note(self) -> str:
@@ -110,7 +111,11 @@ class GatingPlugin:
                          + (", strict improved" if self.xcfg.strict_improved else ""))
             if self.kernel_note and not self.xcfg.update_expected:
                 lines.append(self.kernel_note)
-        if self.xcfg.min_speedup_ratio is not None:
+        if self.xcfg.min_speedup_ratio is not None and self.xcfg.timing_base_python:
+            lines.append(f"xla-dynamo gate: speedup >= {self.xcfg.min_speedup_ratio:g} x the base build's, measured "
+                         f"beside it in {self.xcfg.timing_processes} pairs of processes (A/B: "
+                         f"{' '.join(self.xcfg.timing_base_python)}); the median of the pairs' ratios is gated")
+        elif self.xcfg.min_speedup_ratio is not None:
             lines.append(f"xla-dynamo gate: speedup >= {self.xcfg.min_speedup_ratio:g} x {self.xcfg.timing_baseline}"
                          + noise_note(self.baseline, self.baseline_noise, self.between_noise))
         return lines
@@ -143,7 +148,7 @@ class GatingPlugin:
             return
         store = list(self.session.store)
         self.run_cases = cases_from_records(store)
-        if self.expected is not None or self.baseline is not None:
+        if self.expected is not None or self.baseline is not None or self.xcfg.timing_base_python:
             self.result = compare(self.expected, self.run_cases, timing=timing_from_records(store),
                                   baseline=self.baseline, min_speedup_ratio=xcfg.min_speedup_ratio,
                                   baseline_noise=self.baseline_noise, between_noise=self.between_noise)

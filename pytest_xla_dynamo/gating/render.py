@@ -123,7 +123,7 @@ def _markdown_speed_notes(result: GateResult) -> list[str]:
     for label, title, why in (
             (NOISY, "Speed gate: too noisy to gate", "Their noise is too large to tell the asked change from chance "
              "(reported, not failing): measure them with more `--xla-repeat` or a longer `--xla-min-run-time`, "
-             "on a quieter machine, and record the baseline again."),
+             "on a quieter machine, and record the baseline again (A/B: more pairs, `--xla-timing-processes`)."),
             (UNRELIABLE, "Speed gate: timing unreliable", "Disturbed by other load (reported, not failing).")):
         found = result.with_label(label)
         if found:

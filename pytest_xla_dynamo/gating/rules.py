@@ -200,6 +200,35 @@ def speedup_rule(baseline: float | None, actual: float | None, ratio: float, unr
     return None
 
 
+def pair_speedup_rule(pair_ratio: float, pair_noise: float | None, ratio: float, base: float | None,
+                      actual: float, unreliable: str = "") -> Finding | None:
+    """The A/B speed gate (``--xla-timing-base-python``): this build against the base build measured beside it, in
+    pairs of processes; ``pair_ratio`` is the median of the pairs' speedup ratios (this / base), ``pair_noise`` its
+    relative standard error (:func:`pytest_xla_dynamo.timing.across.pair`). As :func:`noise_aware_speedup_rule` with
+    one noise: where NOISE_Z x the noise fits in the asked drop the case is gated at ``ratio`` (SLOWER below it),
+    else SLOWER only below 1 - NOISE_Z x noise and NOISY otherwise; without a noise figure the plain ratio.
+    ``unreliable``: never compared (UNRELIABLE)."""
+    figures = f"{base:.3g}" if base is not None else "", f"{actual:.3g}"
+    paired = f"speedup {actual:.2f}x vs the base build's {base or 0:.2f}x, paired ratio {pair_ratio:.3f}"
+    if unreliable:
+        return Finding(UNRELIABLE, "speedup", f"speed gate skipped: the timing is unreliable ({unreliable})", *figures)
+    asked = 1.0 - ratio
+    if pair_noise is None or NOISE_Z * pair_noise <= asked:
+        noise_text = f" (noise ±{pair_noise:.1%} over the pairs)" if pair_noise is not None else ""
+        if pair_ratio < ratio:
+            return Finding(SLOWER, "speedup", f"{paired} < {ratio:g}{noise_text}", *figures)
+        return None
+    tolerance = NOISE_Z * pair_noise
+    change = f"{asked:.0%}" if asked > 0 else f"ratio {ratio:g}"
+    floor = max(0.0, 1.0 - tolerance)
+    noise_text = f"noise ±{pair_noise:.1%} over the pairs, {NOISE_Z:g} x noise = {tolerance:.1%}"
+    if pair_ratio < floor:
+        return Finding(SLOWER, "speedup", f"{paired} < 1 - {NOISE_Z:g} x {pair_noise:.1%} = {floor:.3f}: slower beyond "
+                       f"its noise (too noisy to gate at {change}: {noise_text})", *figures)
+    return Finding(NOISY, "speedup", f"cannot gate at {change}: {noise_text}; {paired} (the floor at this noise: "
+                   f"{floor:.3f})", *figures)
+
+
 def overall_label(findings: Iterable[Finding]) -> str:
     """The most severe label of ``findings`` (PASS when there are none)."""
     labels = {f.label for f in findings}
@@ -290,18 +319,27 @@ def compare(expected: Mapping[Key, CaseRow] | None, run: Mapping[Key, RunCase], 
             between_noise: Mapping[Key, float] | None = None) -> GateResult:
     """Apply every rule to every case of the expected file, the run and (with a ratio) the timing
     (``baseline_noise``: the stored baseline's speedup noise per case, for the noise-aware rule; ``between_noise``:
-    the spread of one process's speedup per case, where the baseline was measured in several, :func:`run_noise`)."""
+    the spread of one process's speedup per case, where the baseline was measured in several, :func:`run_noise`). A
+    timing case measured in pairs with the base build (``--xla-timing-base-python``) is gated by
+    :func:`pair_speedup_rule`, without a stored baseline."""
     compare_rows = expected is not None
     expected = expected or {}
     timing = timing or {}
-    speed_gate = min_speedup_ratio is not None and baseline is not None
+    paired = any(tcase.pair_ratio is not None for tcase in timing.values())
+    speed_gate = min_speedup_ratio is not None and (baseline is not None or paired)
     keys = set(run) | set(expected) | (set(timing) if speed_gate else set())
     verdicts = []
     for key in sorted(keys):
         findings = compare_case(expected.get(key), run.get(key), compare_rows=compare_rows)
         tcase = timing.get(key)
-        if speed_gate and tcase is not None:
-            assert baseline is not None and min_speedup_ratio is not None
+        if speed_gate and tcase is not None and tcase.pair_ratio is not None:
+            assert min_speedup_ratio is not None
+            found = pair_speedup_rule(tcase.pair_ratio, tcase.pair_noise, min_speedup_ratio, tcase.base_speedup,
+                                      tcase.speedup, tcase.unreliable)
+            if found is not None:
+                findings.append(replace(found, repro=tcase.repro))
+        elif speed_gate and tcase is not None and baseline is not None:
+            assert min_speedup_ratio is not None
             noise = run_noise(tcase.noise, (between_noise or {}).get(key), tcase.processes)
             found = speedup_rule(baseline.get(key), tcase.speedup, min_speedup_ratio, tcase.unreliable,
                                  baseline_noise=(baseline_noise or {}).get(key), noise=noise,

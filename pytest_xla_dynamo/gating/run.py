@@ -46,6 +46,10 @@ class TimingCase:
     unreliable: str = ""  # why the figure is not trusted (a timing record of status ``unreliable``): never gated
     noise: float | None = None  # the speedup's noise (gating.noise.record_noise), for the noise-aware gate
     processes: int = 1  # the processes the speedup is the median of (--xla-timing-processes)
+    # --xla-timing-base-python (timing.across.pair): the median of the pairs' ratios, its noise, the base's speedup
+    pair_ratio: float | None = None
+    pair_noise: float | None = None
+    base_speedup: float | None = None
 
 
 def repro_of(record: CaseRecord) -> str:
@@ -129,7 +133,8 @@ def timing_from_records(records: Iterable[CaseRecord]) -> dict[Key, TimingCase]:
         why = unreliable_reason(record)
         stats = record.timing_stats
         processes = (stats.timing_processes if stats is not None else None) or 1
-        found = TimingCase(record.key, float(record.speedup), repro_of(record), why, record_noise(record), processes)
+        found = TimingCase(record.key, float(record.speedup), repro_of(record), why, record_noise(record), processes,
+                           *((stats.pair_ratio, stats.pair_noise, stats.base_speedup) if stats is not None else ()))
         current = out.get(record.key)
         if (current is None or (current.unreliable and not why)
                 or (bool(current.unreliable) == bool(why) and found.speedup < current.speedup)):

@@ -172,6 +172,13 @@ class TimingStats:
     # --xla-timing-processes N > 1 (timing.across): the processes' speedups in their order, and how many ran
     process_speedups: list[float] | None = None
     timing_processes: int | None = None
+    # --xla-timing-base-python (timing.across.pair): the base build's processes' speedups, each pair's ratio
+    # (this build's process i / the base's process i), their median and its noise, and the base's median speedup
+    base_process_speedups: list[float] | None = None
+    pair_ratios: list[float] | None = None
+    pair_ratio: float | None = None
+    pair_noise: float | None = None
+    base_speedup: float | None = None
 
 
 @dataclass

@@ -17,6 +17,10 @@ after the other (each a child ``pytest <the test>``, started as isolated tests a
   and the case is ``unreliable`` with the disturbed processes' reasons;
 * ``process_speedups`` (every process's speedup, in order) and ``timing_processes`` say how it was reached.
 
+With ``--xla-timing-base-python`` (the A/B gate) the N processes are N *pairs*, one of the base build and one of
+this build each, one after the other (:func:`pair`): the record adds the base's combination and the ratio within
+each pair, whose median the gate judges (drift of the machine slower than a pair cancels in it).
+
 No torch here.
 """
 
@@ -85,3 +89,49 @@ def combine(records: Sequence[CaseRecord], processes: int) -> CaseRecord:
                    abs_latency=_median([r.abs_latency for r in used]),
                    baseline_latency=_median([r.baseline_latency for r in used]),
                    spread=_median([r.spread for r in used]), timing=replace(middle.timing, stats=stats))
+
+
+#: how ``pair_ratio`` and ``pair_noise`` are computed (the docs, the gate's summary)
+PAIR_STATISTIC = ("median over pairs i of (this build's process speedup i / the base's process speedup i); noise: "
+                  "max(1.2533 * 1.4826 * c_N * MAD(pair ratios) / sqrt(N) / median(pair ratios), "
+                  "median(hypot(the two processes' own speedup noise)) / sqrt(N))")
+
+
+def _own_noise(record: CaseRecord) -> float | None:
+    stats = record.timing_stats
+    return stats.speedup_noise if stats is not None else None
+
+
+def pair(candidate: Sequence[CaseRecord], base: Sequence[CaseRecord], processes: int) -> CaseRecord:
+    """The A/B record of a case measured in ``processes`` pairs of processes (``--xla-timing-base-python``): this
+    build's processes (``candidate``) and the base build's (``base``), pair i measured one after the other.
+
+    The record is this build's :func:`combine`, with the base build's combination beside it (``base_speedup``,
+    ``base_process_speedups``) and the gated figure: the median over the pairs of candidate i / base i
+    (``pair_ratio``; drift of the machine slower than a pair falls on both alike and cancels) and its noise
+    (``pair_noise``, :func:`combined_noise` of the pair ratios, N >= 3). A pair counts where both processes measured;
+    the median is over the pairs measured undisturbed when they are a majority, else over all and the record is
+    ``unreliable``, as is one whose either side's combination is."""
+    record, base_record = combine(candidate, processes), combine(base, processes)
+    pairs = [(c, b) for c, b in zip(candidate, base, strict=False) if c.speedup and b.speedup]
+    if record.timing is None or record.timing.stats is None or not pairs:
+        return record
+    trusted = [(c, b) for c, b in pairs if c.status != UNRELIABLE and b.status != UNRELIABLE]
+    enough = len(trusted) > processes // 2
+    used = trusted if enough else pairs
+    ratios = [float(c.speedup or 0.0) / float(b.speedup or 1.0) for c, b in used]
+    own = [math.hypot(x, y) if x is not None and y is not None else None
+           for x, y in ((_own_noise(c), _own_noise(b)) for c, b in used)]
+    noise = combined_noise(ratios, own)
+    stats = replace(record.timing.stats, pair_ratio=round(median(ratios), 5), pair_noise=noise,
+                    pair_ratios=[round(float(c.speedup or 0.0) / float(b.speedup or 1.0), 5) for c, b in pairs],
+                    base_process_speedups=[round(float(b.speedup or 0.0), 5) for b in base],
+                    base_speedup=base_record.speedup)
+    status, message = record.status, record.message
+    if base_record.status == UNRELIABLE:
+        status, message = UNRELIABLE, f"the base build's {base_record.message}"
+    if not enough:
+        status = UNRELIABLE
+        message = (f"timing unreliable: {len(trusted)} of {processes} pairs measured undisturbed on both sides (a "
+                   "majority is needed)" + (f"; {message}" if message else ""))
+    return replace(record, status=status, message=message, timing=replace(record.timing, stats=stats))

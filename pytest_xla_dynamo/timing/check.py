@@ -222,17 +222,27 @@ class XlaTiming(CaseCheck):
             # figures of this test for its tables (their figures are in the plugin's records)
             self.benchmark._mode = "xla-dynamo: timed in --xla-timing-processes children"
         records: list[CaseRecord] = []
+        base: list[CaseRecord] = []
+        python = session.xcfg.timing_base_python
         for index in range(1, count + 1):
-            with self._machine_alone():
-                child = isolation.run_child(self.item, session.xcfg, session.xcfg.isolate_timeout)
-            records.append(self._process_record(run, child, f"timing process {index} of {count}"))
-        record = across.combine(records, count)
+            sides: list[tuple[tuple[str, ...], list[CaseRecord]]] = [((), records)]
+            if python:  # A/B: pair i is a process of the base build and one of this build; the first alternates
+                sides.insert(0 if index % 2 else 1, (python, base))
+            for command, into in sides:
+                which = (f"base build's ({' '.join(command)}) timing process {index} of {count}" if command
+                         else f"timing process {index} of {count}")
+                with self._machine_alone():
+                    child = isolation.run_child(self.item, session.xcfg, session.xcfg.isolate_timeout,
+                                                python=command)
+                into.append(self._process_record(run, child, which))
+        record = across.pair(records, base, count) if python else across.combine(records, count)
         if record.status == UNRELIABLE:
             warnings.warn(pytest.PytestWarning(f"{self.item.nodeid}: {record.message}"), stacklevel=2)
         if hasattr(self.benchmark, "extra_info"):
             self.benchmark.extra_info.update({
                 "model": run.spec.name, "backend": run.backend.name, "mode": run.mode, "status": record.status,
-                "speedup": record.speedup, "timing_processes": count, "process_speedups": [r.speedup for r in records]})
+                "speedup": record.speedup, "timing_processes": count, "process_speedups": [r.speedup for r in records],
+                **({"base_process_speedups": [r.speedup for r in base]} if base else {})})
         return session.record(self.item, replace(record, repro=run.fields["repro"]))
 
     def _process_record(self, run: _Run, child: isolation.ChildRun, which: str) -> CaseRecord:

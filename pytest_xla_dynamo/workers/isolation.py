@@ -52,10 +52,10 @@ _CHILD_MAIN = ("import faulthandler, runpy, signal, sys; "
 # options of the parent that a child must not inherit (reports, gating, sharding, isolation are the parent's)
 _CHILD_DROP = frozenset({"xla_report", "xla_report_dir", "xla_summary", "xla_expected", "xla_update_expected",
                          "xla_strict_improved", "xla_min_speedup_ratio", "xla_timing_baseline", "xla_shard",
-                         "xla_isolate", "xla_isolate_timeout", "xla_timing_processes"})
+                         "xla_isolate", "xla_isolate_timeout", "xla_timing_processes", "xla_timing_base_python"})
 _CHILD_FORCE = ("--xla-report=", "--xla-summary=", "--xla-expected=", "--xla-timing-baseline=",
-                "--xla-min-speedup-ratio=", "--xla-shard=", "-o", "xla_update_expected=false",
-                "-o", "xla_strict_improved=false")
+                "--xla-timing-base-python=", "--xla-min-speedup-ratio=", "--xla-shard=",
+                "-o", "xla_update_expected=false", "-o", "xla_strict_improved=false")
 _CHILD_ENV_DROP = ("PYTEST_XLA_UPDATE_EXPECTED", "PYTEST_XLA_STRICT_IMPROVED", "PYTEST_XLA_ISOLATE",
                    "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID",
                    "PYTEST_CURRENT_TEST")
@@ -150,23 +150,26 @@ class ChildRun:
 
 
 def run_child(item: pytest.Item, xcfg: _config.XlaConfig, limit: float,
-              limit_source: str = "--xla-isolate-timeout") -> ChildRun:
+              limit_source: str = "--xla-isolate-timeout", *, python: Sequence[str] = ()) -> ChildRun:
     """Run ``item`` in a child pytest and read back what it wrote; its temp folder is removed on every
-    exit path (a Ctrl-C or SIGTERM is re-raised after the child is ended)."""
+    exit path (a Ctrl-C or SIGTERM is re-raised after the child is ended). ``python``: the interpreter's command
+    (default: this one; the base build's for ``--xla-timing-base-python``)."""
     workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
     try:
         output = workdir / "reports.jsonl"
         cmd = child_command(item, xcfg, workdir / "basetemp")
         stack: list[str] = []
         stack_file = workdir / STACK_FILE
-        wrapped = [sys.executable, "-c", _CHILD_MAIN, str(stack_file), *cmd[3:]]  # cmd: python -m pytest ...
+        interpreter = list(python) or [sys.executable]
+        wrapped = [*interpreter, "-c", _CHILD_MAIN, str(stack_file), *cmd[3:]]  # cmd: python -m pytest ...
         done = processes.run(wrapped, env=child_env(output), cwd=item.config.invocation_params.dir, timeout=limit,
                              workdir=workdir,
                              on_timeout=lambda pid: stack.append(processes.request_stack(pid, stack_file,
                                                                                          signum=STACK_SIGNAL)))
         run = ChildRun(done.returncode, done.stdout, done.stderr, timed_out=done.timed_out,
                        stopped_by=done.stopped_by, stack="".join(stack).strip(), limit=limit,
-                       limit_source=limit_source, duration=done.duration, command=cmd)
+                       limit_source=limit_source, duration=done.duration,
+                       command=[*interpreter, *cmd[1:]])
         if output.exists():
             for line in output.read_text(encoding="utf-8").splitlines():
                 try:
