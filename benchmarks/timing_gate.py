@@ -193,10 +193,11 @@ def main() -> int:
                 for key in sorted(set(baseline) | set(timing)):
                     base, now = baseline.get(key), timing.get(key)
                     b, x = (base or {}).get("speedup"), (now or {}).get("speedup")
-                    ratio = f"{x / b:.3f}" if b and x else "-"
-                    pair_ratio = ((now or {}).get("extra") or {}).get("pair_ratio")
-                    if args.ab:
+                    if args.ab:  # the gated figure: the median of the pairs' ratios
+                        pair_ratio = ((now or {}).get("extra") or {}).get("pair_ratio")
                         ratio = f"{pair_ratio:.3f}" if isinstance(pair_ratio, (int, float)) else "-"
+                    else:
+                        ratio = f"{x / b:.3f}" if b and x else "-"
                     label_ = verdict.get(key, "-")
                     if label_ == "PASS" and (base is None or base.get("status") == "unreliable"):
                         label_ = "not gated (no trusted baseline)"

@@ -49,6 +49,11 @@ def _reasons(record: CaseRecord) -> list[str]:
     return list(stats.interference.reasons) if stats is not None and stats.interference.reasons else [record.message]
 
 
+def _own_noise(record: CaseRecord) -> float | None:
+    stats = record.timing_stats
+    return stats.speedup_noise if stats is not None else None
+
+
 def combined_noise(speedups: Sequence[float], own: Sequence[float | None]) -> float | None:
     """The noise of the median of ``speedups`` (one per process) whose own noises are ``own`` (see the module
     docstring); None when neither figure exists."""
@@ -73,7 +78,7 @@ def combine(records: Sequence[CaseRecord], processes: int) -> CaseRecord:
     speedups = [float(r.speedup) for r in used if r.speedup is not None]
     middle = sorted(used, key=lambda r: float(r.speedup or 0.0))[(len(used) - 1) // 2]
     assert middle.timing is not None and middle.timing.stats is not None
-    own = [r.timing.stats.speedup_noise for r in used if r.timing is not None and r.timing.stats is not None]
+    own = [_own_noise(r) for r in used]
     stats = replace(middle.timing.stats, speedup_noise=combined_noise(speedups, own),
                     speedup_noise_statistic=STATISTIC, timing_processes=processes,
                     process_speedups=[round(float(r.speedup or 0.0), 5) for r in measured])
@@ -91,17 +96,6 @@ def combine(records: Sequence[CaseRecord], processes: int) -> CaseRecord:
                    spread=_median([r.spread for r in used]), timing=replace(middle.timing, stats=stats))
 
 
-#: how ``pair_ratio`` and ``pair_noise`` are computed (the docs, the gate's summary)
-PAIR_STATISTIC = ("median over pairs i of (this build's process speedup i / the base's process speedup i); noise: "
-                  "max(1.2533 * 1.4826 * c_N * MAD(pair ratios) / sqrt(N) / median(pair ratios), "
-                  "median(hypot(the two processes' own speedup noise)) / sqrt(N))")
-
-
-def _own_noise(record: CaseRecord) -> float | None:
-    stats = record.timing_stats
-    return stats.speedup_noise if stats is not None else None
-
-
 def pair(candidate: Sequence[CaseRecord], base: Sequence[CaseRecord], processes: int) -> CaseRecord:
     """The A/B record of a case measured in ``processes`` pairs of processes (``--xla-timing-base-python``): this
     build's processes (``candidate``) and the base build's (``base``), pair i measured one after the other.
@@ -113,18 +107,19 @@ def pair(candidate: Sequence[CaseRecord], base: Sequence[CaseRecord], processes:
     the median is over the pairs measured undisturbed when they are a majority, else over all and the record is
     ``unreliable``, as is one whose either side's combination is."""
     record, base_record = combine(candidate, processes), combine(base, processes)
-    pairs = [(c, b) for c, b in zip(candidate, base, strict=False) if c.speedup and b.speedup]
+    # (candidate, base, candidate / base) of every pair whose both processes measured
+    pairs = [(c, b, float(c.speedup) / float(b.speedup)) for c, b in zip(candidate, base, strict=False)
+             if c.speedup and b.speedup]
     if record.timing is None or record.timing.stats is None or not pairs:
         return record
-    trusted = [(c, b) for c, b in pairs if c.status != UNRELIABLE and b.status != UNRELIABLE]
+    trusted = [p for p in pairs if p[0].status != UNRELIABLE and p[1].status != UNRELIABLE]
     enough = len(trusted) > processes // 2
     used = trusted if enough else pairs
-    ratios = [float(c.speedup or 0.0) / float(b.speedup or 1.0) for c, b in used]
     own = [math.hypot(x, y) if x is not None and y is not None else None
-           for x, y in ((_own_noise(c), _own_noise(b)) for c, b in used)]
-    noise = combined_noise(ratios, own)
-    stats = replace(record.timing.stats, pair_ratio=round(median(ratios), 5), pair_noise=noise,
-                    pair_ratios=[round(float(c.speedup or 0.0) / float(b.speedup or 1.0), 5) for c, b in pairs],
+           for x, y in ((_own_noise(c), _own_noise(b)) for c, b, _ in used)]
+    ratios = [ratio for _, _, ratio in used]
+    stats = replace(record.timing.stats, pair_ratio=round(median(ratios), 5), pair_noise=combined_noise(ratios, own),
+                    pair_ratios=[round(ratio, 5) for _, _, ratio in pairs],
                     base_process_speedups=[round(float(b.speedup or 0.0), 5) for b in base],
                     base_speedup=base_record.speedup)
     status, message = record.status, record.message
