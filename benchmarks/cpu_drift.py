@@ -66,7 +66,8 @@ def _steal_ticks() -> int:
     return int(fields[8]) if len(fields) > 8 else 0
 
 
-def _timed(fn: Any, count: int) -> float:
+def timed(fn: Any, count: int) -> float:
+    """Milliseconds of ``count`` calls of ``fn``."""
     start = time.perf_counter()
     for _ in range(count):
         fn()
@@ -120,7 +121,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     target = memoryview(dst)
     for _ in range(3):
         step()
-    per_step = _timed(step, 1)
+    per_step = timed(step, 1)
     iterations = max(1, math.ceil(args.min_run_time * 1000 / per_step))
     steal = _steal_ticks()
     rounds: dict[str, list[float]] = {name: [] for name in WORKLOADS}
@@ -137,19 +138,20 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             total = 0.0
             for _ in range(iterations):
                 redraw()
-                total += _timed(step, 1)
+                total += timed(step, 1)
             rounds["eager"].append(total / iterations)
         else:
-            rounds["eager"].append(_timed(step, iterations) / iterations)
-        rounds["matmul"].append(_timed(lambda: torch.mm(a, b), 100))
-        rounds["sha256"].append(_timed(lambda: hashlib.sha256(data).digest(), 2000))
-        rounds["copy"].append(_timed(lambda: target.__setitem__(slice(None), big), 1))
+            rounds["eager"].append(timed(step, iterations) / iterations)
+        rounds["matmul"].append(timed(lambda: torch.mm(a, b), 100))
+        rounds["sha256"].append(timed(lambda: hashlib.sha256(data).digest(), 2000))
+        rounds["copy"].append(timed(lambda: target.__setitem__(slice(None), big), 1))
     ticks = os.sysconf("SC_CLK_TCK")
     return {"medians": {k: statistics.median(v) for k, v in rounds.items()}, "rounds": rounds,
             "steal_s": (_steal_ticks() - steal) / ticks, "iterations": iterations}
 
 
-def _spread(values: list[float]) -> float:
+def spread(values: list[float]) -> float:
+    """(max - min) / median."""
     return (max(values) - min(values)) / statistics.median(values)
 
 
@@ -190,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in WORKLOADS:
         corr = "" if name == "eager" or len(results) < 3 else \
             f", correlation with eager {statistics.correlation(series['eager'], series[name]):+.2f}"
-        within = statistics.median(_spread(r["rounds"][name]) for r in results)
-        print(f"{name}: spread across processes {_spread(series[name]):.1%}, within a process (median) "
+        within = statistics.median(spread(r["rounds"][name]) for r in results)
+        print(f"{name}: spread across processes {spread(series[name]):.1%}, within a process (median) "
               f"{within:.1%}{corr}")
     return 0
 

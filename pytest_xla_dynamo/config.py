@@ -79,6 +79,7 @@ class XlaConfig:
     min_run_time: float = DEFAULT_MIN_RUN_TIME  # --xla-min-run-time, seconds (0: runs not calibrated)
     timing_processes: int = 1  # --xla-timing-processes (pytest_xla_dynamo.timing.across)
     placements: str = "once"  # --xla-placements (timing.placement): once, anew per timed step or run, or fresh
+    timing_cpus: tuple[int, ...] = ()  # --xla-timing-cpus (timing.affinity): the timed runs' CPUs; (): the OS's
     baseline_backend: str = "eager"
     baseline_auto: bool = False  # baseline_backend came from 'auto' (see auto_baseline)
     threads: int | None = None  # --xla-threads; None: auto (pytest_xla_dynamo.timing.threads.auto_threads)
@@ -237,6 +238,57 @@ def to_command(opt: Option, value: str) -> tuple[str, ...]:
     return words
 
 
+CPUS_VALID = "a CPU list as taskset -c takes it (1, 0-1, 0,2) of the CPUs this process may run on: {usable}"
+
+
+def can_pin() -> bool:
+    """Whether this platform can pin threads to CPUs (Linux's ``sched_setaffinity``, ``/proc/self/task``)."""
+    return hasattr(os, "sched_setaffinity") and os.path.isdir("/proc/self/task")
+
+
+def usable_cpus() -> frozenset[int]:
+    """The CPUs this process may run on (empty where the platform does not say)."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return frozenset()
+
+
+def parse_cpus(value: str) -> tuple[int, ...]:
+    """``"0-2,5"`` -> ``(0, 1, 2, 5)`` (sorted, each once), as ``taskset -c`` reads a list; ``""`` -> ``()``.
+    ValueError on anything else."""
+    cpus: set[int] = set()
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        low, dash, high = part.partition("-")
+        first, last = int(low), int(high) if dash else int(low)
+        if first < 0 or last < first:
+            raise ValueError(f"bad range {part!r}")
+        cpus.update(range(first, last + 1))
+    if value.strip() and not cpus:
+        raise ValueError("no CPU")
+    return tuple(sorted(cpus))
+
+
+def to_cpus(opt: Option, value: str) -> tuple[int, ...]:
+    """``--xla-timing-cpus`` (:mod:`pytest_xla_dynamo.timing.affinity`): a CPU list of CPUs this process may run on
+    (empty: none)."""
+    if not value.strip():
+        return ()
+    if not can_pin():
+        raise _bad(opt, value, "empty (this platform cannot pin threads: Linux's sched_setaffinity is needed)")
+    usable = sorted(usable_cpus())
+    valid = CPUS_VALID.format(usable=",".join(map(str, usable)) or "unknown")
+    try:
+        cpus = parse_cpus(value)
+    except ValueError:
+        raise _bad(opt, value, valid) from None
+    if missing := [c for c in cpus if c not in usable]:
+        raise _bad(opt, value, valid, f" (CPU {','.join(map(str, missing))} not available)")
+    return cpus
+
+
 def to_shard(opt: Option, value: str) -> tuple[int, int] | None:
     if not value.strip():
         return None
@@ -317,6 +369,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         min_run_time=to_seconds(*get("xla_min_run_time")),
         timing_processes=to_int(*get("xla_timing_processes"), maximum=MAX_TIMING_PROCESSES),
         placements=choice(*get("xla_placements"), PLACEMENTS),
+        timing_cpus=to_cpus(*get("xla_timing_cpus")),
         baseline_backend=auto_baseline(env) if baseline == "auto" else baseline,
         baseline_auto=baseline == "auto",
         threads=to_threads(*get("xla_threads")),

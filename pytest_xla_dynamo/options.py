@@ -121,6 +121,9 @@ OPTIONS: tuple[Option, ...] = (
            "fresh storage for weights and inputs, one step), before each timed 'step' or 'run'; 'once' (the "
            "process's one draw); or 'fresh': malloc gives every block of 128 KB or more new pages (glibc; eager "
            "slower, compared only with a baseline measured so)", "once", metavar="WHEN"),
+    Option("timing-cpus", "CPUs the timed runs are pinned to, every thread of the process (as taskset -c: 1, "
+           "0-1, 0,2): the XLA side's tracing and execution threads then share them as eager's one thread does; "
+           "empty: wherever the OS places the threads", "", metavar="CPUS"),
     Option("baseline-backend", "backend the speedup is measured against; 'auto': eager where the XLA device "
            "is the CPU (PJRT_DEVICE=CPU), else trace_everytime", "auto", metavar="NAME"),
     Option("threads", "compute threads of the timed cases, baseline and backend alike (torch's intra-op "

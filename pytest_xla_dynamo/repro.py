@@ -38,6 +38,8 @@ def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = 
             args.append(f"--xla-min-run-time={xcfg.min_run_time:g}")
         if xcfg.placements != "once":
             args.append(f"--xla-placements={xcfg.placements}")
+        if xcfg.timing_cpus:
+            args.append(f"--xla-timing-cpus={','.join(map(str, xcfg.timing_cpus))}")
         if xcfg.timing_processes != 1:
             args.append(f"--xla-timing-processes={xcfg.timing_processes}")
         if xcfg.timing_base_python:

@@ -17,6 +17,7 @@ from sample_data import TINY_CONFTEST, timing_figures, timing_record
 from test_config import resolve, usage_error
 from test_timing_across import _process, _stats
 
+from pytest_xla_dynamo import config as cfg
 from pytest_xla_dynamo.config import MIN_AB_PAIRS
 from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating import rules as r
@@ -179,17 +180,19 @@ def test_each_timing_test_is_measured_in_pairs_with_the_base_build(pytester: pyt
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The base is this interpreter behind ``env AB_SIDE=base``: the processes alternate base-first, then
     candidate-first; the record carries both sides and the pairs; the gate judges the pair ratio (the header and the
-    summary say so) with no stored baseline."""
+    summary say so) with no stored baseline. ``--xla-timing-cpus`` reaches the children: their runs were pinned."""
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
     for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "PJRT_NPROC", "AB_SIDE"):
         monkeypatch.delenv(var, raising=False)
     pytester.makeconftest(TINY_CONFTEST + ORDER)
     suite = Path(__file__).resolve().parents[1] / "suites" / "test_timing.py"
     pytester.path.joinpath("test_timing.py").write_text(suite.read_text())
+    cpu = max(cfg.usable_cpus()) if cfg.can_pin() else None  # --xla-timing-cpus passed on to the children
+    pin = [f"--xla-timing-cpus={cpu}"] if cpu is not None else []
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:xdist", "--xla-models=tiny", "--xla-backend=trace_once",
         "--xla-modes=train", "--xla-repeat=3", "--xla-min-run-time=0.05", "--xla-timing-processes=3",
-        f"--xla-timing-base-python=env AB_SIDE=base {sys.executable}", "--xla-min-speedup-ratio=0.5",
+        f"--xla-timing-base-python=env AB_SIDE=base {sys.executable}", "--xla-min-speedup-ratio=0.5", *pin,
         "--xla-report=json", "--xla-report-dir=rep", "--xla-summary=summary.md",
         "-W", "ignore::pytest.PytestUnknownMarkWarning", timeout=900)
     out = result.stdout.str()
@@ -202,6 +205,9 @@ def test_each_timing_test_is_measured_in_pairs_with_the_base_build(pytester: pyt
     assert extra["pair_ratio"] == pytest.approx(statistics.median(extra["pair_ratios"]), abs=2e-5)
     assert extra["base_speedup"] == pytest.approx(statistics.median(extra["base_process_speedups"]), abs=1e-5)
     assert "'--xla-timing-base-python=env AB_SIDE=base " in record["repro"]
+    if cpu is not None:  # the measuring child's runs were pinned: the affinity the OS reported inside them
+        assert extra["timing_cpus"] == [cpu]
+        assert f"--xla-timing-cpus={cpu}" in record["repro"]
     # the parent's own call, and its children: base, candidate; candidate, base; base, candidate (fresh interpreters)
     sides = [line.split() for line in (pytester.path / "order.txt").read_text().splitlines()]
     assert [side for side, _ in sides if side != "parent"] == ["base", "candidate", "candidate", "base", "base",

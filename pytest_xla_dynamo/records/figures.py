@@ -108,6 +108,7 @@ class TimingRuns:
     # --xla-placements (timing.placement; None: a report from before it) and the redraws before the timed runs
     placements: str | None = None
     placement_redraws: int | None = None
+    timing_cpus: list[int] | None = None  # --xla-timing-cpus (timing.affinity; None: wherever the OS placed them)
 
 
 @dataclass

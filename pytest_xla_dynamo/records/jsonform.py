@@ -73,7 +73,7 @@ OPTIONAL_KEYS = frozenset({"capture", "triage", "divergences", "divergences_tota
                            "speedup_noise", "speedup_noise_statistic", "run_speedups",
                            "backend_major_faults", "baseline_major_faults", "process_speedups",
                            "timing_processes", "placements", "placement_redraws", "base_process_speedups",
-                           "pair_ratios", "pair_ratio", "pair_noise", "base_speedup"})
+                           "pair_ratios", "pair_ratio", "pair_noise", "base_speedup", "timing_cpus"})
 #: the memory columns, written beside ``memory`` rather than in it (the CSV's names)
 MEMORY_COLUMNS = ("eager_peak_mem", "dynamo_peak_mem", "compression_ratio")
 

@@ -46,7 +46,7 @@ from pytest_xla_dynamo.records import (
     TimingStats,
 )
 from pytest_xla_dynamo.session import CaseCheck, XlaSession
-from pytest_xla_dynamo.timing import across, interference
+from pytest_xla_dynamo.timing import across, affinity, interference
 from pytest_xla_dynamo.timing.measure import Measurement, measure, settle
 from pytest_xla_dynamo.timing.memory import device_memory, memory_figures
 from pytest_xla_dynamo.timing.noise import noise_fields
@@ -118,13 +118,14 @@ def verdict(interference: Interference) -> tuple[str, str]:
 
 def calibration_fields(measured: Measurement) -> dict[str, Any]:
     """The record's calibration figures: the iterations per run asked for and run, the step estimate the
-    count came from (ms; None when not calibrated), and how the placements were drawn (``--xla-placements``,
-    the redraws of both sides)."""
+    count came from (ms; None when not calibrated), how the placements were drawn (``--xla-placements``,
+    the redraws of both sides) and the CPUs the runs were pinned to (``--xla-timing-cpus``; None: not pinned)."""
     step = measured.step_estimate
     return {"requested_iterations_per_run": measured.requested_iterations,
             "calibrated_iterations_per_run": measured.iterations_per_run,
             "calibration_step_ms": None if step is None else round(step * 1000, 4),
-            "placements": measured.placements, "placement_redraws": sum(measured.redraws.values())}
+            "placements": measured.placements, "placement_redraws": sum(measured.redraws.values()),
+            "timing_cpus": list(measured.cpus) or None}
 
 
 def _counted(values: list[int | None]) -> list[int] | None:
@@ -298,7 +299,9 @@ class XlaTiming(CaseCheck):
             benchmark.group = BENCHMARK_GROUP.format(mode=run.mode)
         attempts: list[Attempt] = []
         shared = self._shared_lock
-        with self._machine_alone() as waited:
+        cpus = self.session.xcfg.timing_cpus
+        with self._machine_alone() as waited, affinity.pinned(cpus):
+            pinned = affinity.current() if cpus else ()  # what the OS says, not what was asked
             if user_disabled:  # pytest-benchmark runs setup and target once
                 measured = measure(case, baseline, iterations, 1, getattr(benchmark, "pedantic", None), prime=False)
                 return _Timed(measured, attempts, timer, user_disabled, waited)
@@ -313,7 +316,7 @@ class XlaTiming(CaseCheck):
                 attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads, shared))
                 recompiles += measured.recompiles
                 timer = TIMER_REMEASURED
-        measured.recompiles = recompiles
+        measured.recompiles, measured.cpus = recompiles, pinned
         return _Timed(measured, attempts, timer, user_disabled, waited)
 
     def _record(self, run: _Run, case: PreparedCase, baseline: PreparedCase, timed: _Timed) -> CaseRecord:

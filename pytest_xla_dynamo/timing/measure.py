@@ -167,6 +167,7 @@ class Measurement:
     step_estimate: float | None = None  # seconds per step the calibration used (the faster side's)
     placements: str = "once"  # --xla-placements
     redraws: dict[str, int] = field(default_factory=dict)  # per side on the CPU: placements drawn (--xla-placements)
+    cpus: tuple[int, ...] = ()  # the CPUs every thread was pinned to during the runs (--xla-timing-cpus; (): not)
     load_before: float | None = None
     load_after: float | None = None
 
