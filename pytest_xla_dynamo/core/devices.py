@@ -99,14 +99,14 @@ def _describe(exc: BaseException) -> str:
 
 
 def renderable_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
-    """``tb`` without the entries whose line number is None.
+    """``tb`` without the entries that have no line number (None; -1 on early 3.11 releases, 3.11.2 among them).
 
     A signal (pytest-timeout's, Ctrl-C) delivered inside ``import torch_xla`` can stop a frame at an
     instruction without a line (Python 3.11); pytest then fails rendering the report with an INTERNALERROR
     (``tb_lineno - 1``) instead of showing the interruption."""
     entries = []
     while tb is not None:
-        if tb.tb_lineno is not None:
+        if tb.tb_lineno is not None and tb.tb_lineno >= 0:
             entries.append(tb)
         tb = tb.tb_next
     rebuilt = None
