@@ -110,7 +110,7 @@ def pytest_unconfigure(config):  # after the plugin's: is the snippet still runn
     while time.monotonic() < deadline:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # reaped before the open, or between open and read
             state = "gone"
         if state in ("Z", "X", "gone"):
             break
