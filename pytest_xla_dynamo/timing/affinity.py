@@ -20,13 +20,12 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+from pytest_xla_dynamo.config import usable_cpus
+
 
 def current() -> tuple[int, ...]:
     """The CPUs the calling thread may run on now, sorted (empty where the platform does not say)."""
-    try:
-        return tuple(sorted(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return ()
+    return tuple(sorted(usable_cpus()))
 
 
 def _threads() -> list[int]:
