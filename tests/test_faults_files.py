@@ -263,6 +263,11 @@ def test_bad_files_in_sessions(pytester: pytest.Pytester) -> None:
     fresh.runs = replace(fresh.runs, placements="fresh")
     fresh_record = timing_record("m", "trace_once", "train", 1.0, timing=fresh)
     (path / "fresh.jsonl").write_text(json.dumps(fresh_record.to_json()))
+    pinned = timing_figures()
+    assert pinned.runs is not None
+    pinned.runs = replace(pinned.runs, timing_cpus=[0])
+    pinned_record = timing_record("m", "trace_once", "train", 1.0, timing=pinned)
+    (path / "pinned.jsonl").write_text(json.dumps(pinned_record.to_json()))
     originals = {name: (path / name).read_bytes() for name in ("utf16.csv", "binary.csv", "eval.csv")}
     cases = [
         (["--xla-expected=utf16.csv"], "xla-dynamo gate: utf16.csv: the file is UTF-16-encoded"),
@@ -276,6 +281,8 @@ def test_bad_files_in_sessions(pytester: pytest.Pytester) -> None:
          "xla-dynamo gate: utf16.jsonl: the file is UTF-16-encoded"),
         (["--xla-timing-baseline=fresh.jsonl", "--xla-min-speedup-ratio=0.9"],
          "xla-dynamo gate: fresh.jsonl was measured with --xla-placements=fresh, this run with --xla-placements=once"),
+        (["--xla-timing-baseline=pinned.jsonl", "--xla-min-speedup-ratio=0.9"],
+         "xla-dynamo gate: pinned.jsonl was measured with its timed runs pinned to CPU 0, this run's are not pinned"),
         (["--xla-known-issues-file=folder.toml"], "--xla-known-issues-file: 'folder.toml' is a directory; valid: "
                                                   "a TOML file"),
     ]

@@ -21,7 +21,12 @@ from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating import rules as r
 from pytest_xla_dynamo.gating.noise import baseline_noise, between_noise, noise_note, record_noise
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines
-from pytest_xla_dynamo.gating.run import load_timing_baseline, placements_mismatch, timing_from_records
+from pytest_xla_dynamo.gating.run import (
+    load_timing_baseline,
+    pinning_mismatch,
+    placements_mismatch,
+    timing_from_records,
+)
 from pytest_xla_dynamo.records import UNRELIABLE
 from pytest_xla_dynamo.timing import calibrate, noise
 
@@ -179,6 +184,33 @@ def test_a_baseline_measured_with_fresh_pages_gates_only_a_run_measured_so(tmp_p
     assert "--xla-placements=once,step, this run with --xla-placements=fresh" in placements_mismatch(
         Path("b.jsonl"), mixed, "fresh")
     assert baseline(None) == frozenset() and placements_mismatch(Path("b.jsonl"), frozenset(), "fresh") == ""
+
+
+def test_a_baseline_pinned_to_cpus_gates_only_a_run_pinned_so(tmp_path: Path) -> None:
+    """--xla-timing-cpus: a baseline whose runs were not pinned (an old one too) cannot gate a pinned run, and the
+    reverse; the message names both and the setting to pass; pinned to other CPUs, or a baseline that mixes, gates."""
+    def baseline(*cpus: list[int] | None) -> frozenset[tuple[int, ...]]:
+        records = []
+        for i, pinned in enumerate(cpus):
+            record = _timing(f"m{i}", 1.0, 0.02)
+            assert record.timing is not None and record.timing.runs is not None
+            record.timing.runs = replace(record.timing.runs, timing_cpus=pinned)
+            records.append(record)
+        path = tmp_path / "base.jsonl"
+        path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in [*records, rec("parity", "p")]))
+        return load_timing_baseline(path).pinned
+
+    old, pinned = baseline(None, None), baseline([0], [0])
+    assert old == {()} and pinned == {(0,)}
+    assert pinning_mismatch(Path("b.jsonl"), old, ()) == "" and pinning_mismatch(Path("b.jsonl"), pinned, (1,)) == ""
+    assert pinning_mismatch(Path("b.jsonl"), old, (0,)) == (
+        "b.jsonl was measured with its timed runs not pinned, this run's are pinned to CPU 0 (--xla-timing-cpus): the "
+        "XLA side's speed differs between the two, so the speedups are not comparable; valid: run with the "
+        "baseline's setting (no --xla-timing-cpus), or record a baseline with this one")
+    assert pinning_mismatch(Path("b.jsonl"), pinned, ()).startswith(
+        "b.jsonl was measured with its timed runs pinned to CPU 0, this run's are not pinned")
+    assert "(--xla-timing-cpus=0)" in pinning_mismatch(Path("b.jsonl"), pinned, ())
+    assert pinning_mismatch(Path("b.jsonl"), baseline([0], None), (0,)) == ""
 
 
 def test_a_one_process_run_takes_the_baselines_between_process_spread_as_its_noise() -> None:

@@ -23,7 +23,7 @@ from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating import rules as r
 from pytest_xla_dynamo.gating.labels import GATE_FAILED_EXIT
 from pytest_xla_dynamo.gating.run import TimingCase, timing_from_records
-from pytest_xla_dynamo.records import UNRELIABLE
+from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
 from pytest_xla_dynamo.timing import across, noise
 
 pytest_plugins = ["pytester"]
@@ -73,6 +73,22 @@ def test_an_unreliable_base_makes_the_record_unreliable_and_says_whose() -> None
     record = across.pair([_process(0.19)] * 3, base, 3)
     assert record.status == UNRELIABLE
     assert "the base build's timing unreliable: 1 of 3 processes measured undisturbed" in record.message
+
+
+def test_builds_pinned_differently_make_the_record_unreliable_and_say_so() -> None:
+    """A base build older than --xla-timing-cpus pins nothing: not comparable with pinned speedups."""
+    def pinned(record: CaseRecord, cpus: list[int] | None) -> CaseRecord:
+        assert record.timing is not None and record.timing.runs is not None
+        return replace(record, timing=replace(record.timing, runs=replace(record.timing.runs, timing_cpus=cpus)))
+
+    candidate = [pinned(_process(0.19), [0])] * 3
+    record = across.pair(candidate, [pinned(_process(0.20), None)] * 3, 3)
+    assert record.status == UNRELIABLE and _stats(record).pair_ratio == 0.95  # figured, not trusted
+    assert record.message == (
+        "timing unreliable: the base build's timed runs ran on CPUs none (not pinned), this build's on 0 "
+        "(--xla-timing-cpus): not comparable (a base build older than the option ignores PYTEST_XLA_TIMING_CPUS and "
+        "the ini key, and refuses the command-line option)")
+    assert across.pair(candidate, [pinned(_process(0.20), [0])] * 3, 3).status == "pass"
 
 
 def test_without_measured_pairs_the_record_is_this_builds() -> None:

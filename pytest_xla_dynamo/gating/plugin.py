@@ -29,6 +29,7 @@ from pytest_xla_dynamo.gating.run import (
     RunCase,
     cases_from_records,
     load_timing_baseline,
+    pinning_mismatch,
     placements_mismatch,
     timing_from_records,
 )
@@ -71,6 +72,8 @@ class GatingPlugin:
                 timing = load_timing_baseline(xcfg.timing_baseline)
                 self.baseline, self.baseline_noise, self.between_noise = timing.speedups, timing.noise, timing.between
                 if why := placements_mismatch(xcfg.timing_baseline, timing.placements, xcfg.placements):
+                    raise ExpectedFileError(why)
+                if why := pinning_mismatch(xcfg.timing_baseline, timing.pinned, xcfg.timing_cpus):
                     raise ExpectedFileError(why)
         except (ExpectedFileError, OSError) as err:
             raise pytest.UsageError(f"xla-dynamo gate: {err}") from None

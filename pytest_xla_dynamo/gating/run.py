@@ -173,6 +173,30 @@ def placements_mismatch(path: Path, recorded: frozenset[str], placements: str) -
             "speedups are not comparable; valid: run with the baseline's setting, or record a baseline with this one")
 
 
+def timing_pinned(records: Iterable[CaseRecord]) -> frozenset[tuple[int, ...]]:
+    """The CPUs the timed records' runs were pinned to (``--xla-timing-cpus``; ``()``: not pinned), one entry per
+    setting seen; a record from before the option counts as not pinned, as it was measured."""
+    return frozenset(tuple(runs.timing_cpus or ()) for record in records if record.suite == "timing"
+                     and record.speedup is not None and record.timing is not None
+                     and (runs := record.timing.runs) is not None)
+
+
+def pinning_mismatch(path: Path, recorded: frozenset[tuple[int, ...]], cpus: tuple[int, ...]) -> str:
+    """Why a timing baseline whose runs were (not) pinned to CPUs cannot gate a run that is not (is) ("" where it
+    can, or where the baseline's records disagree among themselves): pinned, the XLA side loses the overlap of its
+    tracing and execution on a second CPU, which lowered the seed table's speedups by up to a third where it ran on
+    more than one core (docs/timing.md "The seed's table, pinned and not")."""
+    pinned = {bool(c) for c in recorded}
+    if len(pinned) != 1 or bool(cpus) in pinned:
+        return ""
+    then = "; ".join(",".join(map(str, c)) for c in sorted(recorded))
+    setting = f"--xla-timing-cpus={then}" if True in pinned else "no --xla-timing-cpus"
+    return (f"{path} was measured with its timed runs {f'pinned to CPU {then}' if True in pinned else 'not pinned'}, "
+            f"this run's are {'not pinned' if not cpus else 'pinned to CPU ' + ','.join(map(str, cpus))} "
+            "(--xla-timing-cpus): the XLA side's speed differs between the two, so the speedups are not comparable; "
+            f"valid: run with the baseline's setting ({setting}), or record a baseline with this one")
+
+
 def baseline_speedups(records: Iterable[CaseRecord], path: Path) -> dict[Key, float]:
     """Speedups per case from an earlier run's records (``path``, the report they came from, names it in errors).
 
@@ -208,10 +232,11 @@ class TimingBaseline:
     noise: dict[Key, float]
     between: dict[Key, float]
     placements: frozenset[str]
+    pinned: frozenset[tuple[int, ...]] = frozenset()  # the CPUs its timed runs were pinned to (timing_pinned)
 
 
 def load_timing_baseline(path: Path) -> TimingBaseline:
     """The :class:`TimingBaseline` of a JSON report (an unreadable one: :class:`ExpectedFileError`)."""
     records = _read_report(path)
     return TimingBaseline(baseline_speedups(records, path), baseline_noise(records), between_noise(records),
-                          timing_placements(records))
+                          timing_placements(records), timing_pinned(records))

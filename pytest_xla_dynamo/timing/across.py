@@ -96,6 +96,16 @@ def combine(records: Sequence[CaseRecord], processes: int) -> CaseRecord:
                    spread=_median([r.spread for r in used]), timing=replace(middle.timing, stats=stats))
 
 
+def _cpus(record: CaseRecord) -> tuple[int, ...]:
+    """The CPUs a process's timed runs were pinned to (``()``: not pinned, or a build from before the option)."""
+    runs = record.timing.runs if record.timing is not None else None
+    return tuple(runs.timing_cpus or ()) if runs is not None else ()
+
+
+def _cpu_text(found: set[tuple[int, ...]]) -> str:
+    return " / ".join(",".join(map(str, cpus)) or "none (not pinned)" for cpus in sorted(found))
+
+
 def pair(candidate: Sequence[CaseRecord], base: Sequence[CaseRecord], processes: int) -> CaseRecord:
     """The A/B record of a case measured in ``processes`` pairs of processes (``--xla-timing-base-python``): this
     build's processes (``candidate``) and the base build's (``base``), pair i measured one after the other.
@@ -105,7 +115,8 @@ def pair(candidate: Sequence[CaseRecord], base: Sequence[CaseRecord], processes:
     (``pair_ratio``; drift of the machine slower than a pair falls on both alike and cancels) and its noise
     (``pair_noise``, :func:`combined_noise` of the pair ratios, N >= 3). A pair counts where both processes measured;
     the median is over the pairs measured undisturbed when they are a majority, else over all and the record is
-    ``unreliable``, as is one whose either side's combination is."""
+    ``unreliable``, as is one whose either side's combination is, or whose two builds' timed runs were pinned to
+    different CPUs (``--xla-timing-cpus``: a base build older than the option pins nothing)."""
     record, base_record = combine(candidate, processes), combine(base, processes)
     # (candidate, base, candidate / base) of every pair whose both processes measured
     pairs = [(c, b, float(c.speedup) / float(b.speedup)) for c, b in zip(candidate, base, strict=False)
@@ -125,6 +136,11 @@ def pair(candidate: Sequence[CaseRecord], base: Sequence[CaseRecord], processes:
     status, message = record.status, record.message
     if base_record.status == UNRELIABLE:
         status, message = UNRELIABLE, f"the base build's {base_record.message}"
+    if (cpus := {_cpus(r) for r in candidate if r.speedup}) != (base_cpus := {_cpus(r) for r in base if r.speedup}):
+        status, message = UNRELIABLE, (
+            f"timing unreliable: the base build's timed runs ran on CPUs {_cpu_text(base_cpus)}, this build's on "
+            f"{_cpu_text(cpus)} (--xla-timing-cpus): not comparable (a base build older than the option ignores "
+            "PYTEST_XLA_TIMING_CPUS and the ini key, and refuses the command-line option)")
     if not enough:
         status = UNRELIABLE
         message = (f"timing unreliable: {len(trusted)} of {processes} pairs measured undisturbed on both sides (a "
