@@ -22,6 +22,7 @@ from pytest_xla_dynamo.gating import rules as r
 from pytest_xla_dynamo.gating.noise import baseline_noise, between_noise, noise_note, record_noise
 from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_lines
 from pytest_xla_dynamo.gating.run import (
+    TimingBaseline,
     load_timing_baseline,
     pinning_mismatch,
     placements_mismatch,
@@ -159,19 +160,25 @@ def test_a_baseline_of_several_processes_says_how_far_one_strays(tmp_path: Path)
         " (noise-aware: all 1 baseline cases carry their noise; 1 with the spread between its processes)")
 
 
+def _baseline_of(tmp_path: Path, **runs: list[Any]) -> TimingBaseline:
+    """A stored baseline of timing records whose ``TimingRuns`` take, record i, the i-th value of each of ``runs``
+    (placements=[...], timing_cpus=[...]), beside a parity record."""
+    records = []
+    for i, values in enumerate(zip(*runs.values(), strict=True)):
+        record = _timing(f"m{i}", 1.0, 0.02)
+        assert record.timing is not None and record.timing.runs is not None
+        record.timing.runs = replace(record.timing.runs, **dict(zip(runs, values, strict=True)))
+        records.append(record)
+    path = tmp_path / "base.jsonl"
+    path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in [*records, rec("parity", "p")]))
+    return load_timing_baseline(path)
+
+
 def test_a_baseline_measured_with_fresh_pages_gates_only_a_run_measured_so(tmp_path: Path) -> None:
     """--xla-placements=fresh puts the speedups on another scale: the gate refuses the mix either way, names both
     settings; once/run/step mix (one scale), and a baseline that does not say (an old one) gates anything."""
     def baseline(*placements: str | None) -> frozenset[str]:
-        records = []
-        for i, setting in enumerate(placements):
-            record = _timing(f"m{i}", 1.0, 0.02)
-            assert record.timing is not None and record.timing.runs is not None
-            record.timing.runs = replace(record.timing.runs, placements=setting)
-            records.append(record)
-        path = tmp_path / "base.jsonl"
-        path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in [*records, rec("parity", "p")]))
-        return load_timing_baseline(path).placements
+        return _baseline_of(tmp_path, placements=list(placements)).placements
 
     fresh = baseline("fresh", "fresh")
     assert fresh == {"fresh"} and placements_mismatch(Path("b.jsonl"), fresh, "fresh") == ""
@@ -190,15 +197,7 @@ def test_a_baseline_pinned_to_cpus_gates_only_a_run_pinned_so(tmp_path: Path) ->
     """--xla-timing-cpus: a baseline whose runs were not pinned (an old one too) cannot gate a pinned run, and the
     reverse; the message names both and the setting to pass; pinned to other CPUs, or a baseline that mixes, gates."""
     def baseline(*cpus: list[int] | None) -> frozenset[tuple[int, ...]]:
-        records = []
-        for i, pinned in enumerate(cpus):
-            record = _timing(f"m{i}", 1.0, 0.02)
-            assert record.timing is not None and record.timing.runs is not None
-            record.timing.runs = replace(record.timing.runs, timing_cpus=pinned)
-            records.append(record)
-        path = tmp_path / "base.jsonl"
-        path.write_text("".join(json.dumps(x.to_json()) + "\n" for x in [*records, rec("parity", "p")]))
-        return load_timing_baseline(path).pinned
+        return _baseline_of(tmp_path, timing_cpus=list(cpus)).pinned
 
     old, pinned = baseline(None, None), baseline([0], [0])
     assert old == {()} and pinned == {(0,)}

@@ -190,7 +190,7 @@ def pinning_mismatch(path: Path, recorded: frozenset[tuple[int, ...]], cpus: tup
     if len(pinned) != 1 or bool(cpus) in pinned:
         return ""
     then = "; ".join(",".join(map(str, c)) for c in sorted(recorded))
-    setting = f"--xla-timing-cpus={then}" if True in pinned else "no --xla-timing-cpus"
+    setting = f"--xla-timing-cpus={','.join(map(str, min(recorded)))}" if True in pinned else "no --xla-timing-cpus"
     return (f"{path} was measured with its timed runs {f'pinned to CPU {then}' if True in pinned else 'not pinned'}, "
             f"this run's are {'not pinned' if not cpus else 'pinned to CPU ' + ','.join(map(str, cpus))} "
             "(--xla-timing-cpus): the XLA side's speed differs between the two, so the speedups are not comparable; "
