@@ -16,7 +16,7 @@ import platform
 import shlex
 import shutil
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -271,6 +271,11 @@ def parse_cpus(value: str) -> tuple[int, ...]:
     return tuple(sorted(cpus))
 
 
+def cpu_list(cpus: Iterable[int]) -> str:
+    """``(0, 2)`` -> ``"0,2"``: a CPU list as ``--xla-timing-cpus`` and ``taskset -c`` take it (:func:`parse_cpus`)."""
+    return ",".join(map(str, cpus))
+
+
 def to_cpus(opt: Option, value: str) -> tuple[int, ...]:
     """``--xla-timing-cpus`` (:mod:`pytest_xla_dynamo.timing.affinity`): a CPU list of CPUs this process may run on
     (empty: none)."""
@@ -279,13 +284,13 @@ def to_cpus(opt: Option, value: str) -> tuple[int, ...]:
     if not can_pin():
         raise _bad(opt, value, "empty (this platform cannot pin threads: Linux's sched_setaffinity is needed)")
     usable = sorted(usable_cpus())
-    valid = CPUS_VALID.format(usable=",".join(map(str, usable)) or "unknown")
+    valid = CPUS_VALID.format(usable=cpu_list(usable) or "unknown")
     try:
         cpus = parse_cpus(value)
     except ValueError:
         raise _bad(opt, value, valid) from None
     if missing := [c for c in cpus if c not in usable]:
-        raise _bad(opt, value, valid, f" (CPU {','.join(map(str, missing))} not available)")
+        raise _bad(opt, value, valid, f" (CPU {cpu_list(missing)} not available)")
     return cpus
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.config import XlaConfig, cpu_list
 from pytest_xla_dynamo.options import DEFAULT_SEED
 from pytest_xla_dynamo.timing.calibrate import DEFAULT_MIN_RUN_TIME
 
@@ -39,7 +39,7 @@ def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = 
         if xcfg.placements != "once":
             args.append(f"--xla-placements={xcfg.placements}")
         if xcfg.timing_cpus:
-            args.append(f"--xla-timing-cpus={','.join(map(str, xcfg.timing_cpus))}")
+            args.append(f"--xla-timing-cpus={cpu_list(xcfg.timing_cpus)}")
         if xcfg.timing_processes != 1:
             args.append(f"--xla-timing-processes={xcfg.timing_processes}")
         if xcfg.timing_base_python:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_xla_dynamo.config import cpu_list
 from pytest_xla_dynamo.gating.expected import GRAPH_FIELDS, CaseRow, ExpectedFileError
 from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.gating.noise import baseline_noise, between_noise, record_noise
@@ -176,9 +177,9 @@ def placements_mismatch(path: Path, recorded: frozenset[str], placements: str) -
 def timing_pinned(records: Iterable[CaseRecord]) -> frozenset[tuple[int, ...]]:
     """The CPUs the timed records' runs were pinned to (``--xla-timing-cpus``; ``()``: not pinned), one entry per
     setting seen; a record from before the option counts as not pinned, as it was measured."""
-    return frozenset(tuple(runs.timing_cpus or ()) for record in records if record.suite == "timing"
-                     and record.speedup is not None and record.timing is not None
-                     and (runs := record.timing.runs) is not None)
+    return frozenset(record.pinned_cpus for record in records
+                     if record.suite == "timing" and record.speedup is not None
+                     and record.timing is not None and record.timing.runs is not None)
 
 
 def pinning_mismatch(path: Path, recorded: frozenset[tuple[int, ...]], cpus: tuple[int, ...]) -> str:
@@ -189,10 +190,10 @@ def pinning_mismatch(path: Path, recorded: frozenset[tuple[int, ...]], cpus: tup
     pinned = {bool(c) for c in recorded}
     if len(pinned) != 1 or bool(cpus) in pinned:
         return ""
-    then = "; ".join(",".join(map(str, c)) for c in sorted(recorded))
-    setting = f"--xla-timing-cpus={','.join(map(str, min(recorded)))}" if True in pinned else "no --xla-timing-cpus"
+    then = "; ".join(cpu_list(c) for c in sorted(recorded))
+    setting = f"--xla-timing-cpus={cpu_list(min(recorded))}" if True in pinned else "no --xla-timing-cpus"
     return (f"{path} was measured with its timed runs {f'pinned to CPU {then}' if True in pinned else 'not pinned'}, "
-            f"this run's are {'not pinned' if not cpus else 'pinned to CPU ' + ','.join(map(str, cpus))} "
+            f"this run's are {f'pinned to CPU {cpu_list(cpus)}' if cpus else 'not pinned'} "
             "(--xla-timing-cpus): the XLA side's speed differs between the two, so the speedups are not comparable; "
             f"valid: run with the baseline's setting ({setting}), or record a baseline with this one")
 

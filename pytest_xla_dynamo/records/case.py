@@ -81,6 +81,13 @@ class CaseRecord:
         return (self.name, self.backend, self.mode)
 
     @property
+    def pinned_cpus(self) -> tuple[int, ...]:
+        """The CPUs the timed runs were pinned to (``--xla-timing-cpus``; ``()``: not pinned, no timed runs, or a
+        record from before the option)."""
+        runs = self.timing.runs if self.timing is not None else None
+        return tuple(runs.timing_cpus or ()) if runs is not None else ()
+
+    @property
     def timing_stats(self) -> TimingStats | None:
         """The timing figures' statistics (None: not a measured timing record)."""
         return self.timing.stats if self.timing is not None else None

@@ -30,6 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+from pytest_xla_dynamo.config import cpu_list
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
 from pytest_xla_dynamo.timing.noise import median_noise
 from pytest_xla_dynamo.timing.stats import median
@@ -96,14 +97,8 @@ def combine(records: Sequence[CaseRecord], processes: int) -> CaseRecord:
                    spread=_median([r.spread for r in used]), timing=replace(middle.timing, stats=stats))
 
 
-def _cpus(record: CaseRecord) -> tuple[int, ...]:
-    """The CPUs a process's timed runs were pinned to (``()``: not pinned, or a build from before the option)."""
-    runs = record.timing.runs if record.timing is not None else None
-    return tuple(runs.timing_cpus or ()) if runs is not None else ()
-
-
 def _cpu_text(found: set[tuple[int, ...]]) -> str:
-    return " / ".join(",".join(map(str, cpus)) or "none (not pinned)" for cpus in sorted(found))
+    return " / ".join(cpu_list(cpus) or "none (not pinned)" for cpus in sorted(found))
 
 
 def pair(candidate: Sequence[CaseRecord], base: Sequence[CaseRecord], processes: int) -> CaseRecord:
@@ -136,7 +131,8 @@ def pair(candidate: Sequence[CaseRecord], base: Sequence[CaseRecord], processes:
     status, message = record.status, record.message
     if base_record.status == UNRELIABLE:
         status, message = UNRELIABLE, f"the base build's {base_record.message}"
-    if (cpus := {_cpus(r) for r in candidate if r.speedup}) != (base_cpus := {_cpus(r) for r in base if r.speedup}):
+    cpus, base_cpus = ({r.pinned_cpus for r in side if r.speedup} for side in (candidate, base))
+    if cpus != base_cpus:
         status, message = UNRELIABLE, (
             f"timing unreliable: the base build's timed runs ran on CPUs {_cpu_text(base_cpus)}, this build's on "
             f"{_cpu_text(cpus)} (--xla-timing-cpus): not comparable (a base build older than the option ignores "
