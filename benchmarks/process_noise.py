@@ -25,7 +25,9 @@ the machine in time falls on every condition alike):
   so what moves with the threads' placement on the two cores goes;
 * ``nogc``, ``pinned-nogc``: Python's cyclic garbage collector off during each timed run (``gc.collect()`` before
   it, ``gc.disable()`` for it: as ``timeit`` and pytest-benchmark's ``--benchmark-disable-gc`` do), so a collection
-  that falls into one run and not another goes.
+  that falls into one run and not another goes;
+* ``huge``, ``pinned-huge``: torch's CPU allocator asks for transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``, as
+  ``--xla-placements=huge`` sets it), so where eager's large buffers land is decided in 2 MB pages, not 4 KB ones.
 
 Every condition counts the collections that ran during each side's timed runs and their time (``gc.callbacks``).
 
@@ -51,8 +53,9 @@ from typing import Any
 from cpu_drift import spread, timed  # this script's folder is on sys.path (run as a script, as its children are)
 
 SIDES = ("eager", "xla")
-CONDITIONS = ("default", "hashseed", "fixed", "pinned", "nogc", "pinned-nogc")
+CONDITIONS = ("default", "hashseed", "fixed", "pinned", "nogc", "pinned-nogc", "huge", "pinned-huge")
 NOGC_ENV = "XLA_PROCESS_NOISE_NOGC"  # set by the nogc conditions for the child
+THP_ENV = "THP_MEM_ALLOC_ENABLE"  # torch's huge pages switch, set by the huge conditions
 
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
@@ -156,10 +159,12 @@ def _command(condition: str, argv: list[str]) -> tuple[list[str], dict[str, str]
         env["PYTHONHASHSEED"] = "0"
     if condition == "fixed":
         prefix = ["setarch", platform.machine(), "-R"]
-    if condition in ("pinned", "pinned-nogc"):
+    if condition in ("pinned", "pinned-nogc", "pinned-huge"):
         prefix = ["taskset", "-c", "0"]
     if condition in ("nogc", "pinned-nogc"):
         env[NOGC_ENV] = "1"
+    if condition in ("huge", "pinned-huge"):
+        env[THP_ENV] = "1"
     return [*prefix, sys.executable, __file__, "--child", *argv], env
 
 

@@ -51,10 +51,12 @@ REPORT_FORMATS = ("table", "csv", "json", "png")
 KNOWN_ISSUE_POLICIES = ("xfail", "run", "skip")
 TRIAGE_POLICIES = ("auto", "full", "summary", "off")
 DROPOUT_POLICIES = ("identity", "keep")
-PLACEMENTS = ("step", "run", "once", "fresh")  # --xla-placements (pytest_xla_dynamo.timing.placement)
+PLACEMENTS = ("step", "run", "once", "fresh", "huge")  # --xla-placements (pytest_xla_dynamo.timing.placement)
 SHARDS_MAX = 1000  # --xla-shard=I/N: N beyond any CI matrix (the split keeps a list of N loads)
 THREADS_MAX = 4096  # --xla-threads: beyond any machine's cores (torch takes a C int)
 MIN_AB_PAIRS = 3  # --xla-timing-base-python: the fewest pairs whose spread gives a noise (timing.noise)
+THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")  # --xla-placements=huge (timing.placement)
+THP_MODES = ("always", "madvise")  # the kernel's modes in which an madvise(MADV_HUGEPAGE) gets huge pages
 MAX_TIMING_PROCESSES = 15  # --xla-timing-processes: a typo guard (each process compiles the case again)
 
 
@@ -78,7 +80,7 @@ class XlaConfig:
     repeat: int = 5
     min_run_time: float = DEFAULT_MIN_RUN_TIME  # --xla-min-run-time, seconds (0: runs not calibrated)
     timing_processes: int = 1  # --xla-timing-processes (pytest_xla_dynamo.timing.across)
-    placements: str = "once"  # --xla-placements (timing.placement): once, anew per timed step or run, or fresh
+    placements: str = "once"  # --xla-placements (timing.placement): once, anew per timed step or run, fresh or huge
     timing_cpus: tuple[int, ...] = ()  # --xla-timing-cpus (timing.affinity): the timed runs' CPUs; (): the OS's
     baseline_backend: str = "eager"
     baseline_auto: bool = False  # baseline_backend came from 'auto' (see auto_baseline)
@@ -244,6 +246,17 @@ CPUS_VALID = "a CPU list as taskset -c takes it (1, 0-1, 0,2) of the CPUs this p
 def can_pin() -> bool:
     """Whether this platform can pin threads to CPUs (Linux's ``sched_setaffinity``, ``/proc/self/task``)."""
     return hasattr(os, "sched_setaffinity") and os.path.isdir("/proc/self/task")
+
+
+def thp_mode(path: Path = THP_SETTING) -> str | None:
+    """The kernel's transparent huge page mode (``always``, ``madvise`` or ``never``; None where there is none:
+    not Linux, or a kernel without THP)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    start, end = text.find("["), text.find("]")
+    return text[start + 1:end] if 0 <= start < end else None
 
 
 def usable_cpus() -> frozenset[int]:
@@ -450,3 +463,7 @@ def _check_together(values: Mapping[str, Any]) -> None:
     if values["placements"] == "fresh" and platform.libc_ver()[0] != "glibc":
         raise pytest.UsageError("--xla-placements=fresh: needs glibc's malloc (mallopt), which this platform does "
                                 f"not have; valid here: {', '.join(p for p in PLACEMENTS if p != 'fresh')}")
+    if values["placements"] == "huge" and (mode := thp_mode()) not in THP_MODES:
+        raise pytest.UsageError("--xla-placements=huge: needs the kernel's transparent huge pages (Linux, "
+                                f"{THP_SETTING} 'always' or 'madvise'; here: {mode or 'none'}); valid here: "
+                                f"{', '.join(p for p in PLACEMENTS if p != 'huge')}")

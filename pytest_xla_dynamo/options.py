@@ -119,8 +119,10 @@ OPTIONS: tuple[Option, ...] = (
            metavar="INT"),
     Option("placements", "where a CPU side's memory lands in the timed runs: drawn anew, untimed (heap spacers, "
            "fresh storage for weights and inputs, one step), before each timed 'step' or 'run'; 'once' (the "
-           "process's one draw); or 'fresh': malloc gives every block of 128 KB or more new pages (glibc; eager "
-           "slower, compared only with a baseline measured so)", "once", metavar="WHEN"),
+           "process's one draw); 'fresh': malloc gives every block of 128 KB or more new pages (glibc; eager "
+           "slower, compared only with a baseline measured so); or 'huge': torch's CPU allocator asks for "
+           "transparent huge pages (THP_MEM_ALLOC_ENABLE=1; Linux; compared only with a baseline measured so)",
+           "once", metavar="WHEN"),
     Option("timing-cpus", "CPUs the timed runs are pinned to, every thread of the process (as taskset -c: 1, "
            "0-1, 0,2): the XLA side's tracing and execution threads then share them as eager's one thread does; "
            "empty: wherever the OS places the threads", "", metavar="CPUS"),

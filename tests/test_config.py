@@ -70,17 +70,25 @@ def test_messages_say_where_a_bad_value_came_from() -> None:
         "--xla-tier (env PYTEST_XLA_TIER): invalid value 'huge'; valid: small, full")
 
 
-def test_placements_are_step_run_once_or_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_placements_are_step_run_once_fresh_or_huge(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve().placements == "once"
     assert resolve(env={"PYTEST_XLA_PLACEMENTS": "step"}).placements == "step"
     assert usage_error(cli={"xla_placements": "always"}) == (
-        "--xla-placements: invalid value 'always'; valid: step, run, once, fresh")
+        "--xla-placements: invalid value 'always'; valid: step, run, once, fresh, huge")
     monkeypatch.setattr(cfg.platform, "libc_ver", lambda: ("glibc", "2.36"))
     assert resolve(cli={"xla_placements": "fresh"}).placements == "fresh"
     monkeypatch.setattr(cfg.platform, "libc_ver", lambda: ("", ""))  # musl, macOS: no mallopt to fix
     assert usage_error(cli={"xla_placements": "fresh"}) == (
         "--xla-placements=fresh: needs glibc's malloc (mallopt), which this platform does not have; valid here: "
-        "step, run, once")
+        "step, run, once, huge")
+    monkeypatch.setattr(cfg, "thp_mode", lambda: "madvise")
+    assert resolve(cli={"xla_placements": "huge"}).placements == "huge"
+    for mode in ("never", None):  # THP off, or not Linux
+        monkeypatch.setattr(cfg, "thp_mode", lambda mode=mode: mode)
+        assert usage_error(env={"PYTEST_XLA_PLACEMENTS": "huge"}) == (
+            "--xla-placements=huge: needs the kernel's transparent huge pages (Linux, "
+            f"/sys/kernel/mm/transparent_hugepage/enabled 'always' or 'madvise'; here: {mode or 'none'}); valid here: "
+            "step, run, once, fresh")
 
 
 # --- the seed's environment variables -------------------------------------------------------------

@@ -142,7 +142,7 @@ def test_baseline_noise_follows_the_baseline_speedups(tmp_path: Path) -> None:
     timing = load_timing_baseline(path)  # the gate's one read of the file
     assert (timing.noise, timing.between) == ({("a", "trace_once", "train"): 0.02}, {})
     assert timing.speedups == {("a", "trace_once", "train"): 1.0, ("b", "trace_once", "train"): 1.0,
-                               ("d", "trace_once", "train"): 1.1} and timing.placements == frozenset()
+                               ("d", "trace_once", "train"): 1.1} and timing.placements == {"once"}
 
 
 def test_a_baseline_of_several_processes_says_how_far_one_strays(tmp_path: Path) -> None:
@@ -174,9 +174,10 @@ def _baseline_of(tmp_path: Path, **runs: list[Any]) -> TimingBaseline:
     return load_timing_baseline(path)
 
 
-def test_a_baseline_measured_with_fresh_pages_gates_only_a_run_measured_so(tmp_path: Path) -> None:
-    """--xla-placements=fresh puts the speedups on another scale: the gate refuses the mix either way, names both
-    settings; once/run/step mix (one scale), and a baseline that does not say (an old one) gates anything."""
+def test_a_baseline_measured_with_fresh_or_huge_pages_gates_only_a_run_measured_so(tmp_path: Path) -> None:
+    """--xla-placements=fresh and huge each put the speedups on a scale of their own: the gate refuses a mix either
+    way, names both settings and why; once/run/step mix (one scale), and a baseline that does not say (an old one)
+    was measured as once."""
     def baseline(*placements: str | None) -> frozenset[str]:
         return _baseline_of(tmp_path, placements=list(placements)).placements
 
@@ -190,7 +191,18 @@ def test_a_baseline_measured_with_fresh_pages_gates_only_a_run_measured_so(tmp_p
     assert placements_mismatch(Path("b.jsonl"), mixed, "run") == ""
     assert "--xla-placements=once,step, this run with --xla-placements=fresh" in placements_mismatch(
         Path("b.jsonl"), mixed, "fresh")
-    assert baseline(None) == frozenset() and placements_mismatch(Path("b.jsonl"), frozenset(), "fresh") == ""
+    huge = baseline("huge")
+    assert placements_mismatch(Path("b.jsonl"), huge, "huge") == ""
+    assert placements_mismatch(Path("b.jsonl"), huge, "once") == (
+        "b.jsonl was measured with --xla-placements=huge, this run with --xla-placements=once: with 'huge' the CPU "
+        "side's large buffers are on huge pages, so the speedups are not comparable; valid: run with the baseline's "
+        "setting, or record a baseline with this one")
+    assert ("with 'fresh' the baseline side pays page faults at every step; with 'huge' the CPU side's large buffers "
+            "are on huge pages, so") in placements_mismatch(Path("b.jsonl"), huge, "fresh")
+    old = baseline(None)  # a report from before the option: measured as once
+    assert old == {"once"} and placements_mismatch(Path("b.jsonl"), old, "step") == ""
+    assert "--xla-placements=once, this run with --xla-placements=huge" in placements_mismatch(
+        Path("b.jsonl"), old, "huge")
 
 
 def test_a_baseline_pinned_to_cpus_gates_only_a_run_pinned_so(tmp_path: Path) -> None:

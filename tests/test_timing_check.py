@@ -22,7 +22,7 @@ import pytest
 from sample_data import TINY_CONFTEST, benchmark_script
 
 from pytest_xla_dynamo import timing
-from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.config import THP_MODES, XlaConfig, thp_mode
 from pytest_xla_dynamo.core.backends import BUILTIN_BACKENDS, default_registry
 from pytest_xla_dynamo.core.cases import Warmup
 from pytest_xla_dynamo.core.metrics import Snapshot
@@ -31,6 +31,7 @@ from pytest_xla_dynamo.report.tables import speedup_table
 from pytest_xla_dynamo.session import XlaSession
 from pytest_xla_dynamo.timing.check import (
     BENCHMARK_GROUP,
+    HUGE_NOT_IN_EFFECT,
     NOT_MEASURED,
     TIMER_NO_BENCHMARK,
     TIMER_REMEASURED,
@@ -38,6 +39,7 @@ from pytest_xla_dynamo.timing.check import (
 )
 from pytest_xla_dynamo.timing.interference import REMEASURE_LIMIT
 from pytest_xla_dynamo.timing.memory import CPU_REASON
+from pytest_xla_dynamo.timing.placement import THP_ENV
 from pytest_xla_dynamo.timing.threads import auto_threads, available_cores
 
 pytest_plugins = ["pytester"]
@@ -319,6 +321,28 @@ def test_the_speed_gate_never_uses_an_unreliable_speedup(suite: pytest.Pytester)
     # the gate's note (labels.UNRELIABLE: reported, never failing) and the finding's detail
     assert "1 unreliable" in out, out[-3000:]
     assert "speed gate skipped: the timing is unreliable (load 99.0 on " in out, out[-3000:]
+
+
+@pytest.mark.skipif(thp_mode() not in THP_MODES, reason="needs the kernel's transparent huge pages")
+def test_huge_pages_time_on_huge_pages_or_fail_saying_why(suite: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """--xla-placements=huge: the session says so, the record too; where a conftest allocated a CPU tensor before
+    the plugin could turn torch's huge pages on, the timing test fails saying why and what to do."""
+    monkeypatch.delenv(THP_ENV, raising=False)
+    args = (*COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-modes=train", "--xla-repeat=2",
+            "--xla-placements=huge", "--xla-report=json", "--xla-report-dir=rep")
+    result = suite.runpytest_subprocess(*args, timeout=TIMEOUT)
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert f"torch's CPU allocator: huge pages ({THP_ENV}=1)" in out
+    (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
+    assert record["extra"]["placements"] == "huge" and "--xla-placements=huge" in record["repro"]
+
+    suite.makeconftest(CONFTEST + "\nimport torch\n\nEARLY = torch.ones(4)  # a CPU allocation before the plugin's\n")
+    result = suite.runpytest_subprocess(*args, timeout=TIMEOUT)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert HUGE_NOT_IN_EFFECT in out and "Traceback" not in out
 
 
 def test_bad_thread_budget_is_a_usage_error(suite: pytest.Pytester) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from pytest_xla_dynamo.config import THP_MODES, thp_mode  # noqa: E402
 from pytest_xla_dynamo.timing import placement as placement_module  # noqa: E402
 from pytest_xla_dynamo.timing.placement import Placement  # noqa: E402
 
@@ -94,3 +95,50 @@ def test_fresh_pages_keeps_large_blocks_on_fresh_mmaps_after_a_large_free() -> N
         return done.stdout.strip()
 
     assert (probe("default"), probe("fresh")) == ("0", "1")
+
+
+def test_thp_mode_reads_the_kernels_setting(tmp_path: Any) -> None:
+    setting = tmp_path / "enabled"
+    setting.write_text("always [madvise] never\n")
+    assert thp_mode(setting) == "madvise"
+    setting.write_text("[always] madvise never\n")
+    assert thp_mode(setting) == "always"
+    setting.write_text("garbled\n")
+    assert thp_mode(setting) is None
+    assert thp_mode(tmp_path / "absent") is None  # not Linux, or no THP in the kernel
+
+
+def test_huge_pages_sets_torchs_switch_and_returns_what_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(placement_module.THP_ENV, raising=False)
+    assert placement_module.huge_pages() is None and os.environ[placement_module.THP_ENV] == "1"
+    monkeypatch.setenv(placement_module.THP_ENV, "0")
+    assert placement_module.huge_pages() == "0" and os.environ[placement_module.THP_ENV] == "1"
+
+
+# whether torch's CPU allocator advises huge pages: the switch set before torch's first CPU allocation, after it, or
+# never (torch reads it once)
+HUGE_PROBE = """
+import sys
+from pytest_xla_dynamo.timing.placement import huge_pages, huge_pages_in_effect
+import torch
+if sys.argv[1] == "late":
+    torch.ones(4)
+if sys.argv[1] != "off":
+    huge_pages()
+print(huge_pages_in_effect())
+"""
+
+
+@pytest.mark.skipif(thp_mode() not in THP_MODES,
+                    reason="needs the kernel's transparent huge pages")
+def test_huge_pages_take_effect_only_before_torchs_first_cpu_allocation() -> None:
+    """In child processes (torch reads the switch once per process): on before any CPU tensor, the allocator
+    advises huge pages; set after one, or not at all, it does not, and the probe says so."""
+    env = {k: v for k, v in os.environ.items() if k != placement_module.THP_ENV}
+
+    def probe(mode: str) -> str:
+        done = subprocess.run([sys.executable, "-c", HUGE_PROBE, mode], env=env, capture_output=True, text=True,
+                              check=True, timeout=120)
+        return done.stdout.strip()
+
+    assert (probe("on"), probe("late"), probe("off")) == ("True", "False", "False")

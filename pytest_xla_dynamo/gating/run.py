@@ -157,21 +157,31 @@ def _read_report(path: Path) -> list[CaseRecord]:
 
 
 def timing_placements(records: Iterable[CaseRecord]) -> frozenset[str]:
-    """The ``--xla-placements`` settings the timing records say they were measured with (empty where none says: a
-    report from before the option)."""
-    return frozenset(runs.placements for record in records if record.suite == "timing"
-                     and record.timing is not None and (runs := record.timing.runs) is not None and runs.placements)
+    """The ``--xla-placements`` settings the timing records say they were measured with; a record from before the
+    option counts as ``once``, as it was measured."""
+    return frozenset(runs.placements or "once" for record in records if record.suite == "timing"
+                     and record.timing is not None and (runs := record.timing.runs) is not None)
+
+
+#: the --xla-placements settings whose speedups are on a scale of their own (the others, once, run and step, on
+#: malloc's 4 KB pages as a user's eager runs, share one), and why (:mod:`pytest_xla_dynamo.timing.placement`)
+OWN_SCALE = {"fresh": "with 'fresh' the baseline side pays page faults at every step",
+             "huge": "with 'huge' the CPU side's large buffers are on huge pages"}
 
 
 def placements_mismatch(path: Path, recorded: frozenset[str], placements: str) -> str:
     """Why a timing baseline measured with the ``recorded`` placements cannot gate a run measured with
-    ``placements`` ("" where it can): ``fresh`` pays page faults at every step, so its speedups are on another
-    scale than the other settings' (:mod:`pytest_xla_dynamo.timing.placement`)."""
-    if not recorded or ("fresh" in recorded) == (placements == "fresh"):
+    ``placements`` ("" where it can): ``fresh`` and ``huge`` each put the speedups on a scale of their own."""
+    def scale(setting: str) -> str:
+        return setting if setting in OWN_SCALE else "4 KB pages"
+
+    scales = {scale(p) for p in recorded}
+    if not recorded or scales == {scale(placements)}:
         return ""
+    why = "; ".join(OWN_SCALE[p] for p in sorted({*scales, scale(placements)} & OWN_SCALE.keys()))
     return (f"{path} was measured with --xla-placements={','.join(sorted(recorded))}, this run with "
-            f"--xla-placements={placements}: with 'fresh' the baseline side pays page faults at every step, so the "
-            "speedups are not comparable; valid: run with the baseline's setting, or record a baseline with this one")
+            f"--xla-placements={placements}: {why}, so the speedups are not comparable; valid: run with the "
+            "baseline's setting, or record a baseline with this one")
 
 
 def timing_pinned(records: Iterable[CaseRecord]) -> frozenset[tuple[int, ...]]:

@@ -46,7 +46,7 @@ from pytest_xla_dynamo.records import (
     TimingStats,
 )
 from pytest_xla_dynamo.session import CaseCheck, XlaSession
-from pytest_xla_dynamo.timing import across, affinity, interference
+from pytest_xla_dynamo.timing import across, affinity, interference, placement
 from pytest_xla_dynamo.timing.measure import Measurement, measure, settle
 from pytest_xla_dynamo.timing.memory import device_memory, memory_figures
 from pytest_xla_dynamo.timing.noise import noise_fields
@@ -70,6 +70,11 @@ TIMER_REMEASURED = ("perf_counter loop (re-measured after interference; pytest-b
                     "first attempt's)")
 STATS_UNIT = "seconds per timed run of calibrated_iterations_per_run iterations"
 BENCHMARK_GROUP = "xla-dynamo timing: {mode}"  # one pytest-benchmark table per mode
+HUGE_NOT_IN_EFFECT = (
+    f"--xla-placements=huge: torch's CPU allocator is not asking for huge pages in this process, so the case would be "
+    f"timed on 4 KB pages: torch reads {placement.THP_ENV} once, at its first CPU allocation, and something (a "
+    f"conftest or plugin building a tensor at import or collection) allocated before the plugin set it; set "
+    f"{placement.THP_ENV}=1 in the environment of the pytest command, or run without --xla-placements=huge")
 
 
 def xdist_refusal(workers: int, cores: int | None = None, locked: bool = False) -> str | None:
@@ -300,6 +305,8 @@ class XlaTiming(CaseCheck):
         attempts: list[Attempt] = []
         shared = self._shared_lock
         cpus = self.session.xcfg.timing_cpus
+        if self.session.xcfg.placements == "huge" and not placement.huge_pages_in_effect():
+            raise pytest.fail.Exception(HUGE_NOT_IN_EFFECT, pytrace=False)
         with self._machine_alone() as waited, affinity.pinned(cpus):
             pinned = affinity.current() if cpus else ()  # what the OS says, not what was asked
             if user_disabled:  # pytest-benchmark runs setup and target once

@@ -5,7 +5,9 @@ and put back at unconfigure; the budget as applied is the session's (``XlaSessio
 moment, with ``--xla-placements=fresh``, malloc's mmap threshold is fixed for the process
 (:func:`pytest_xla_dynamo.timing.placement.fresh_pages`): before any model is built, so that the heap never grows
 large blocks a later step could reuse (fixed after a warm-up, it changes nothing: the heap's free blocks serve the
-steps).
+steps); with ``--xla-placements=huge``, torch's CPU allocator is told to ask for huge pages
+(:func:`pytest_xla_dynamo.timing.placement.huge_pages`, ``THP_MEM_ALLOC_ENABLE=1``, put back at unconfigure): torch
+reads it at its first CPU allocation, which has to come after this.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_xla_dynamo.timing.placement import FRESH_THRESHOLD, fresh_pages
+from pytest_xla_dynamo.timing.placement import FRESH_THRESHOLD, THP_ENV, fresh_pages, huge_pages
 from pytest_xla_dynamo.timing.threads import XLA_THREADS_ENV, ThreadBudget, budget_for, set_xla_threads
 
 if TYPE_CHECKING:
@@ -33,18 +35,20 @@ class ThreadBudgetPlugin:
     def __init__(self, session: XlaSession) -> None:
         self.config = session.config
         self.session = session
-        self._saved = os.environ.get(XLA_THREADS_ENV)
+        self._saved = {XLA_THREADS_ENV: os.environ.get(XLA_THREADS_ENV)}  # the variables set here, as they were
         self._applied = False
         self.budget = budget_for(session.xcfg.threads, xla="not set (no timing test in this session)")
         session.thread_budget = self.budget
 
     def apply(self) -> ThreadBudget:
-        """Set XLA:CPU's threads (and, with ``--xla-placements=fresh``, malloc's pages) now (idempotent) and return
-        the budget as applied."""
+        """Set XLA:CPU's threads (and, with ``--xla-placements=fresh``, malloc's pages; with ``huge``, torch's huge
+        pages) now (idempotent) and return the budget as applied."""
         if not self._applied:
             self._applied = True
             if self.session.xcfg.placements == "fresh":
                 fresh_pages()
+            if self.session.xcfg.placements == "huge":
+                self._saved[THP_ENV] = huge_pages()
             self.budget = replace(self.budget, xla=set_xla_threads(self.budget.threads))
             self.session.thread_budget = self.budget
         return self.budget
@@ -59,15 +63,16 @@ class ThreadBudgetPlugin:
         if not self._applied:
             return None
         b = self.budget
-        fresh = (f"; malloc: fresh pages for blocks >= {FRESH_THRESHOLD // 1024} KB"
-                 if self.session.xcfg.placements == "fresh" else "")
-        return f"xla-dynamo timing threads: {b.threads} ({b.choice}, {b.cores} cores; XLA:CPU {b.xla}){fresh}"
+        pages = {"fresh": f"; malloc: fresh pages for blocks >= {FRESH_THRESHOLD // 1024} KB",
+                 "huge": f"; torch's CPU allocator: huge pages ({THP_ENV}=1)"}.get(self.session.xcfg.placements, "")
+        return f"xla-dynamo timing threads: {b.threads} ({b.choice}, {b.cores} cores; XLA:CPU {b.xla}){pages}"
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if not self._applied:
             return
-        if self._saved is None:
-            os.environ.pop(XLA_THREADS_ENV, None)
-        else:
-            os.environ[XLA_THREADS_ENV] = self._saved
+        for name, value in self._saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
