@@ -52,10 +52,11 @@ from typing import Any
 
 from cpu_drift import spread, timed  # this script's folder is on sys.path (run as a script, as its children are)
 
+from pytest_xla_dynamo.timing.placement import THP_ENV  # torch's huge pages switch, set by the huge conditions
+
 SIDES = ("eager", "xla")
 CONDITIONS = ("default", "hashseed", "fixed", "pinned", "nogc", "pinned-nogc", "huge", "pinned-huge")
 NOGC_ENV = "XLA_PROCESS_NOISE_NOGC"  # set by the nogc conditions for the child
-THP_ENV = "THP_MEM_ALLOC_ENABLE"  # torch's huge pages switch, set by the huge conditions
 
 
 def child(args: argparse.Namespace) -> dict[str, Any]:

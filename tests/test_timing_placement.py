@@ -64,6 +64,15 @@ def test_a_redraw_leaves_tensors_off_the_cpu_where_they_are() -> None:
     assert model.weight.clone().untyped_storage() is not storage  # a copy, as a CPU tensor gets, would have shown
 
 
+def _probe(script: str, mode: str, drop: tuple[str, ...], timeout: float) -> str:
+    """What ``script`` prints, run with ``mode`` in a child process (memory settings are process-wide) whose
+    environment lacks the variables ``drop`` that would set them from outside."""
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    done = subprocess.run([sys.executable, "-c", script, mode], env=env, capture_output=True, text=True, check=True,
+                          timeout=timeout)
+    return done.stdout.strip()
+
+
 # an 8 MB block freed (glibc raises its mmap threshold to 8 MB unless it is fixed), then a 512 KB block taken:
 # prints how many mmapped blocks that took (mallinfo2's hblks): 0 from the heap, 1 a fresh mmap
 FRESH_PROBE = """
@@ -87,14 +96,8 @@ print(libc.mallinfo2().hblks - before)
 def test_fresh_pages_keeps_large_blocks_on_fresh_mmaps_after_a_large_free() -> None:
     """--xla-placements=fresh: without it glibc serves a 512 KB block from the heap after an 8 MB one was freed
     (the threshold rose); with it the block is a fresh mmap. In a child process: the setting is process-wide."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")}
-
-    def probe(mode: str) -> str:
-        done = subprocess.run([sys.executable, "-c", FRESH_PROBE, mode], env=env, capture_output=True, text=True,
-                              check=True, timeout=60)
-        return done.stdout.strip()
-
-    assert (probe("default"), probe("fresh")) == ("0", "1")
+    drop = ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
+    assert tuple(_probe(FRESH_PROBE, mode, drop, 60) for mode in ("default", "fresh")) == ("0", "1")
 
 
 def test_thp_mode_reads_the_kernels_setting(tmp_path: Any) -> None:
@@ -134,11 +137,5 @@ print(huge_pages_in_effect())
 def test_huge_pages_take_effect_only_before_torchs_first_cpu_allocation() -> None:
     """In child processes (torch reads the switch once per process): on before any CPU tensor, the allocator
     advises huge pages; set after one, or not at all, it does not, and the probe says so."""
-    env = {k: v for k, v in os.environ.items() if k != placement_module.THP_ENV}
-
-    def probe(mode: str) -> str:
-        done = subprocess.run([sys.executable, "-c", HUGE_PROBE, mode], env=env, capture_output=True, text=True,
-                              check=True, timeout=120)
-        return done.stdout.strip()
-
-    assert (probe("on"), probe("late"), probe("off")) == ("True", "False", "False")
+    drop = (placement_module.THP_ENV,)
+    assert tuple(_probe(HUGE_PROBE, mode, drop, 120) for mode in ("on", "late", "off")) == ("True", "False", "False")

@@ -200,9 +200,12 @@ def pinning_mismatch(path: Path, recorded: frozenset[tuple[int, ...]], cpus: tup
     pinned = {bool(c) for c in recorded}
     if len(pinned) != 1 or bool(cpus) in pinned:
         return ""
-    then = "; ".join(cpu_list(c) for c in sorted(recorded))
-    setting = f"--xla-timing-cpus={cpu_list(min(recorded))}" if True in pinned else "no --xla-timing-cpus"
-    return (f"{path} was measured with its timed runs {f'pinned to CPU {then}' if True in pinned else 'not pinned'}, "
+    if True in pinned:
+        then = f"pinned to CPU {'; '.join(cpu_list(c) for c in sorted(recorded))}"
+        setting = f"--xla-timing-cpus={cpu_list(min(recorded))}"
+    else:
+        then, setting = "not pinned", "no --xla-timing-cpus"
+    return (f"{path} was measured with its timed runs {then}, "
             f"this run's are {f'pinned to CPU {cpu_list(cpus)}' if cpus else 'not pinned'} "
             "(--xla-timing-cpus): the XLA side's speed differs between the two, so the speedups are not comparable; "
             f"valid: run with the baseline's setting ({setting}), or record a baseline with this one")

@@ -41,6 +41,7 @@ between sessions (the XLA side moves between processes too), so the default is `
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 from dataclasses import dataclass, field
@@ -67,9 +68,12 @@ def huge_pages() -> str | None:
     return before
 
 
+@functools.cache
 def huge_pages_in_effect() -> bool:
     """Whether this process's torch CPU allocator asks for huge pages: a 4 MB tensor's memory is advised
-    ``MADV_HUGEPAGE`` (its mapping's ``hg`` flag in ``/proc/self/smaps``). False where that cannot be read."""
+    ``MADV_HUGEPAGE`` (its mapping's ``hg`` flag in ``/proc/self/smaps``). False where that cannot be read. Probed
+    once per process: torch fixes the answer at its first CPU allocation (this probe's, at the latest), so every
+    later timed case reads the first answer instead of another allocation and read of smaps before its runs."""
     import torch
 
     probe = torch.empty(HUGE_PAGE_BYTES * 2, dtype=torch.uint8)
