@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from pytest_xla_dynamo.core.constants import MODES, SEED_MAX, TENSOR_MODES
+from pytest_xla_dynamo.fileio import MAX_RANGE
 from pytest_xla_dynamo.options import (
     BOOL_VALID,
     DEFAULT_ISOLATE_TIMEOUT,
@@ -223,6 +224,14 @@ def to_path(value: str) -> Path | None:
     return Path(value).expanduser() if value.strip() else None
 
 
+def to_folder(opt: Option, value: str) -> Path:
+    """A folder the plugin writes into (``--xla-report-dir``): empty is an error, not the working folder."""
+    folder = to_path(value)
+    if folder is None:
+        raise _bad(opt, value, "a folder path (an empty one would write the reports into the working folder)")
+    return folder
+
+
 SHARD_VALID = f"I/N with integers 1 <= I <= N <= {SHARDS_MAX}, e.g. 1/4"
 
 
@@ -269,7 +278,8 @@ def usable_cpus() -> frozenset[int]:
 
 def parse_cpus(value: str) -> tuple[int, ...]:
     """``"0-2,5"`` -> ``(0, 1, 2, 5)`` (sorted, each once), as ``taskset -c`` reads a list; ``""`` -> ``()``.
-    ValueError on anything else."""
+    ValueError on anything else, and on a CPU number from :data:`~pytest_xla_dynamo.fileio.MAX_RANGE` up (no
+    machine numbers its CPUs so high; ``0-100000000`` is refused before it is expanded)."""
     cpus: set[int] = set()
     for part in (p.strip() for p in value.split(",")):
         if not part:
@@ -278,6 +288,8 @@ def parse_cpus(value: str) -> tuple[int, ...]:
         first, last = int(low), int(high) if dash else int(low)
         if first < 0 or last < first:
             raise ValueError(f"bad range {part!r}")
+        if last >= MAX_RANGE:  # bounded before the range is expanded
+            raise ValueError(f"range {part!r} beyond CPU {MAX_RANGE - 1}")
         cpus.update(range(first, last + 1))
     if value.strip() and not cpus:
         raise ValueError("no CPU")
@@ -393,7 +405,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         threads=to_threads(*get("xla_threads")),
         cpu_isa=choice(*get("xla_cpu_isa"), CPU_ISAS),
         report=choice_list(*get("xla_report"), REPORT_FORMATS, allow_empty=True),
-        report_dir=to_path(raw["xla_report_dir"]) or Path("xla-report"),
+        report_dir=to_folder(*get("xla_report_dir")),
         known_issues=choice(*get("xla_known_issues"), KNOWN_ISSUE_POLICIES),
         known_issues_files=tuple(Path(p) for p in split_list(raw["xla_known_issues_file"])),
         triage=choice(*get("xla_triage"), TRIAGE_POLICIES),

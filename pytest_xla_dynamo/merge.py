@@ -47,6 +47,7 @@ class Shard:
     folder: Path
     records: list[CaseRecord]
     environment: dict[str, Any] = field(default_factory=dict)
+    file: Path | None = None  # the report file read (None: ``folder / JSON_NAME``)
 
 
 def read_shard(folder: Path) -> Shard:
@@ -65,7 +66,7 @@ def read_shard(folder: Path) -> Shard:
     except ValueError as exc:  # the file and line named: not UTF-8, not JSON, a field of the wrong type
         text = str(exc)
         raise MergeError(text if text.startswith(str(path)) else f"{path}: {text}") from None
-    return Shard(path.parent, records, environment)
+    return Shard(path.parent, records, environment, path)
 
 
 def output_problems(out: Path, formats: Sequence[str], summary: Path | None, expected: Path | None,
@@ -89,6 +90,32 @@ def output_problems(out: Path, formats: Sequence[str], summary: Path | None, exp
         if why:
             problems.append(f"--expected: cannot write {str(expected)!r} under --update-expected: {why}")
     return problems
+
+
+def check_outputs(shards: Sequence[Shard], out: Path, formats: Sequence[str], summary: Path | None,
+                  expected: Path | None, update_expected: bool) -> None:
+    """MergeError where an output of the merge is one of its inputs: ``--out`` a shard's folder (its records would
+    be replaced by the merged set), a report file or ``--summary`` the expected file gated against, ``--summary`` a
+    shard's report."""
+    from pytest_xla_dynamo.fileio import write_target
+    from pytest_xla_dynamo.report.writer import file_formats, report_path
+
+    shard_files = {write_target(s.file or s.folder / JSON_NAME).resolve(): str(s.folder) for s in shards}
+    inputs = dict(shard_files)
+    if expected is not None and not update_expected:
+        inputs[write_target(expected).resolve()] = str(expected)
+    if file_formats(formats):
+        folder = out.resolve()
+        shard = next((name for path, name in shard_files.items() if path.parent == folder), None)
+        if shard is not None:
+            raise MergeError(f"--out: {str(out)!r} is the folder of the shard {shard!r}: the merged reports would "
+                             "replace its files; valid: a folder that holds none of the shards")
+        for fmt in file_formats(formats):
+            if (name := inputs.get(write_target(report_path(out, fmt)).resolve())) is not None:
+                raise MergeError(f"--out: the merged {fmt} report {str(report_path(out, fmt))!r} would replace the "
+                                 f"input {name!r}; valid: another folder")
+    if summary is not None and (name := inputs.get(write_target(summary).resolve())) is not None:
+        raise MergeError(f"--summary: {str(summary)!r} is an input of the merge ({name}); valid: another file")
 
 
 def _case_id(record: CaseRecord) -> tuple[str, ...]:
@@ -158,17 +185,24 @@ def table_lines(records: Sequence[CaseRecord]) -> list[str]:
     return lines
 
 
+def _path(value: str) -> Path:
+    """A path argument; empty is an error (``Path("")`` is the working folder, where nothing was meant to go)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("empty; valid: a path (an empty one would mean the working folder)")
+    return Path(value)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pytest_xla_dynamo merge", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder for the merged report set")
-    parser.add_argument("--expected", type=Path, help="expected-results CSV: one gate verdict over all shards")
-    parser.add_argument("--summary", type=Path, help="write the Markdown summary to FILE (appended to where FILE "
+    parser.add_argument("--out", type=_path, required=True, help="folder for the merged report set")
+    parser.add_argument("--expected", type=_path, help="expected-results CSV: one gate verdict over all shards")
+    parser.add_argument("--summary", type=_path, help="write the Markdown summary to FILE (appended to where FILE "
                         "is $GITHUB_STEP_SUMMARY, as --xla-summary)")
     parser.add_argument("--formats", default=",".join(DEFAULT_FORMATS), help="comma list of csv,json,png")
     parser.add_argument("--strict-improved", action="store_true", help="fail on IMPROVED cases too")
     parser.add_argument("--update-expected", action="store_true",
                         help="rewrite --expected from the shards (keeps rows no shard ran) instead of gating")
-    parser.add_argument("shards", nargs="+", type=Path, metavar="SHARD_DIR", help="a shard's --xla-report-dir")
+    parser.add_argument("shards", nargs="+", type=_path, metavar="SHARD_DIR", help="a shard's --xla-report-dir")
     return parser
 
 
@@ -183,9 +217,14 @@ def _inputs(args: argparse.Namespace, formats: Sequence[str]) -> tuple[list[Shar
         raise MergeError(f"--expected: {str(args.expected)!r} is a directory; valid: an expected-results CSV file")
     if args.expected is not None and not args.expected.exists() and not args.update_expected:
         raise MergeError(f"--expected: no such file {str(args.expected)!r}")
+    if args.expected is not None and args.expected.exists() and not args.expected.is_file():
+        raise MergeError(f"--expected: {str(args.expected)!r} is not a regular file (a device, a FIFO or a socket); "
+                         "valid: an expected-results CSV file")
     shards = [read_shard(folder) for folder in args.shards]
     check_shards(shards)
-    expected = read_expected(args.expected) if args.expected is not None and args.expected.is_file() else None
+    check_outputs(shards, args.out, formats, args.summary, args.expected, args.update_expected)
+    expected = (read_expected(args.expected, columns_kept=args.update_expected)
+                if args.expected is not None and args.expected.is_file() else None)
     problems = output_problems(args.out, formats, args.summary, args.expected, args.update_expected)
     if problems:
         raise MergeError("\n".join(problems) + "\nnothing written")
@@ -204,6 +243,9 @@ def main(argv: Sequence[str]) -> int:
     except SystemExit as exc:
         return 4 if exc.code else 0
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    if not formats:
+        return _error(f"--formats: empty ({args.formats!r}): nothing would be written; valid: a comma list of "
+                      f"{', '.join(FILE_FORMATS)}")
     bad = [f for f in formats if f not in FILE_FORMATS]
     if bad:
         return _error(f"--formats: invalid value {','.join(bad)!r}; valid: {', '.join(FILE_FORMATS)}")

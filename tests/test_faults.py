@@ -294,3 +294,59 @@ def test_bundled_suites_without_torch(noxla_python: Path, tmp_path: Path) -> Non
         assert f"SKIPPED [1] {suite}" in run.stdout or f"{suite}:" in run.stdout, (suite, run.stdout[-3000:])
     assert "PytestAssertRewriteWarning" not in output
     _clean(output)
+
+
+# --- the own-model API (issue 47) --------------------------------------------------------------------
+
+OWN_MODELS = """
+import pytest
+import torch
+
+from pytest_xla_dynamo.parity import EagerError
+
+
+class NoParameters(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2
+
+
+class NanEverywhere(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.lin(x) * float("nan")
+
+
+def test_no_parameters_inference(xla_parity):
+    assert xla_parity.inference(NoParameters, [torch.randn(4, 3)], backend="trace_once").ok
+
+
+def test_no_parameters_training(xla_parity):
+    with pytest.raises(ValueError, match="the model has no parameters, so a training step has nothing to train"):
+        xla_parity.training(NoParameters, [torch.randn(4, 3)], backend="trace_once")
+
+
+def test_zero_steps(xla_parity):
+    with pytest.raises(ValueError, match=r"xla_parity.training: steps=0 would compare nothing; valid: an integer >= 1"):
+        xla_parity.training(lambda: torch.nn.Linear(3, 2), [torch.randn(4, 3)], backend="trace_once", steps=0)
+
+
+@pytest.mark.parametrize("mode", ["training", "inference"])
+def test_nan_everywhere(xla_parity, mode):
+    with pytest.raises(EagerError, match="compared nothing: every value eager computed is NaN"):
+        getattr(xla_parity, mode)(NanEverywhere, [torch.randn(4, 3)], backend="trace_once")
+"""
+
+
+def test_own_model_api_says_what_it_cannot_compare(pytester: pytest.Pytester) -> None:
+    """A model without parameters: inference passes (was: "optimizer got an empty parameter list" in both modes),
+    training says there is nothing to train; ``steps=0`` is refused (was: a pass comparing nothing); a model whose
+    outputs are NaN everywhere fails saying the comparison compared nothing (was: a silent pass in both modes)."""
+    pytester.makepyfile(test_own=OWN_MODELS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, output[-4000:]
+    result.assert_outcomes(passed=5)
+    _clean(output)

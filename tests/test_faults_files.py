@@ -311,3 +311,189 @@ def test_known_issues_check_of_a_folder(tmp_path: Path) -> None:
         assert run.returncode == 4, run.stderr
         assert f"error: {tmp_path}: is a directory, not a file" in run.stderr
         _clean(run.stdout + run.stderr)
+
+
+# --- third round (issue 47): bounded readers, the registry's load time, the expected file's header -------------
+
+DEEP_TOML = ('[[issue]]\nid = "local:deep"\nkind = "error"\nraises = "KeyError"\nnotes = '
+             + "[" * 3000 + "]" * 3000 + "\n")
+
+
+def test_readers_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nesting past ``fileio.MAX_DEPTH`` in a known-issue TOML and in a JSON report (an object, an array; was:
+    RecursionError), a device or a FIFO (was: ``/dev/zero`` read until MemoryError), a file over
+    ``MAX_FILE_BYTES``: each a clear error naming the file (and the line); brackets in strings do not count."""
+    from pytest_xla_dynamo import fileio
+
+    (tmp_path / "deep.toml").write_text(DEEP_TOML)
+    with pytest.raises(RegistryError, match=r"deep\.toml:5: nested more than 64 levels deep; valid: at most 64"):
+        load_file(tmp_path / "deep.toml")
+    record = json.dumps(sample_records()[0].to_json())
+    for name, deep in (("object", '{"a": ' * 3000 + "1" + "}" * 3000), ("array", "[" * 3000 + "]" * 3000)):
+        (tmp_path / f"{name}.jsonl").write_text(f"{record}\n{deep}\n")
+        with pytest.raises(ValueError, match=rf"{name}\.jsonl:2: nested more than 64 levels deep"):
+            report.read_json(tmp_path / f"{name}.jsonl")
+    (tmp_path / "strings.toml").write_text('[[issue]]\nid = "local:s"\nkind = "error"\nraises = "KeyError"\n'
+                                           f'title = "{"[" * 200}"\nnotes = """\n{"{" * 200}\n"""  # {"[" * 200}\n')
+    assert [e.id for e in load_file(tmp_path / "strings.toml")] == ["local:s"]
+    fileio.check_nesting('{"a": "' + "[" * 200 + '"}', "s.json", "json")
+    for device in ("/dev/zero", "/dev/null"):
+        with pytest.raises(TextFileError, match=rf"{device}: not a regular file"):
+            read_text(device)
+    os.mkfifo(tmp_path / "fifo.csv")
+    with pytest.raises(ExpectedFileError, match=r"fifo\.csv: not a regular file"):
+        read_expected(tmp_path / "fifo.csv")
+    monkeypatch.setattr(fileio, "MAX_FILE_BYTES", 1024)
+    (tmp_path / "big.csv").write_text(HEADER + "\n" + ROW * 100)
+    with pytest.raises(ExpectedFileError, match=r"big\.csv: larger than"):
+        read_expected(tmp_path / "big.csv")
+
+
+def test_expected_csv_cells_line_ends_and_header(tmp_path: Path) -> None:
+    """A cell over 131,072 characters and CR-only line ends (was: ``_csv.Error``, INTERNALERROR), a column named
+    twice (was: the later one read), a column the update would drop (only under ``--xla-update-expected``)."""
+    cases = {
+        "cell.csv": (f"{HEADER}\nresnet18,trace_once,train,pass,,,,,,false,{'x' * 140_000}\n",
+                     r"cell\.csv:2: a cell longer than 131,072 characters"),
+        "cr.csv": (f"{HEADER}\r{ROW}\r", r"cr\.csv:1: a line that ends in a lone CR .*valid: LF or CRLF line ends"),
+        "twice.csv": (f"{HEADER},mode\n{ROW},infer\n", r"twice\.csv:1: column\(s\) 'mode' named twice in the header"),
+    }
+    for name, (text, message) in cases.items():
+        (tmp_path / name).write_text(text, newline="")
+        with pytest.raises(ExpectedFileError, match=message):
+            read_expected(tmp_path / name)
+    (tmp_path / "extra.csv").write_text(f"# kernels: default\n{HEADER},owner\n{ROW},me\n")
+    assert len(read_expected(tmp_path / "extra.csv")) == 1  # gating: an unknown column is not read
+    with pytest.raises(ExpectedFileError, match=r"extra\.csv:2: column\(s\) 'owner' would be dropped by the update"):
+        read_expected(tmp_path / "extra.csv", columns_kept=True)
+
+
+def test_registry_loads_in_linear_time(tmp_path: Path) -> None:
+    """20,000 entries load in under 5 s (was: 1,000 in 4.1 s, 20,000 not in 120 s: every entry rescanned the
+    file), each with its own line and ``affects`` line."""
+    path = tmp_path / "many.toml"
+    path.write_text("".join(f'[[issue]]\nid = "local:issue-{i}"\nkind = "error"\nraises = "RuntimeError"\n'
+                            f'match = "boom {i}"\naffects = {{ torch_xla = ">=2.0" }}\ntests = ["test_x{i}"]\n\n'
+                            for i in range(20_000)))
+    start = time.perf_counter()
+    entries = load_file(path)
+    seconds = time.perf_counter() - start
+    print(f"20,000 known-issue entries loaded in {seconds:.2f} s")
+    assert seconds < 5, seconds
+    assert len(entries) == 20_000
+    assert (entries[0].line, entries[0].affects_line) == (2, 6)
+    assert (entries[-1].line, entries[-1].affects_line) == (8 * 19_999 + 2, 8 * 19_999 + 6)
+
+
+def test_a_signal_only_on_a_crash(tmp_path: Path) -> None:
+    """``signal`` on an entry that is not a crash (was: accepted and ignored) is an error naming the line."""
+    path = tmp_path / "signal.toml"
+    path.write_text('[[issue]]\nid = "local:sig"\nkind = "error"\nraises = "KeyError"\nsignal = "SIGABRT"\n')
+    with pytest.raises(RegistryError, match=r"signal\.toml:2: known issue 'local:sig': signal='SIGABRT' is given for "
+                                            r"kind 'error', where it would be ignored"):
+        load_file(path)
+
+
+def test_cpu_ranges_are_bounded() -> None:
+    """``--xla-timing-cpus=0-100000000`` is refused before it is expanded (was: 8 GB after 34 s)."""
+    from pytest_xla_dynamo.config import parse_cpus
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="beyond CPU 65535"):
+        parse_cpus("0-100000000")
+    assert time.perf_counter() - start < 1
+    assert parse_cpus("0-1,3") == (0, 1, 3)
+
+
+def test_an_immutable_expected_file_is_refused_up_front(tmp_path: Path) -> None:
+    """``chattr +i`` (root on a file system with the flag): the rename at the end would fail (was: a traceback after
+    every test, exit 1); ``write_problem`` says so at the start. A device is no file to replace."""
+    from pytest_xla_dynamo.gating.paths import write_problem
+
+    assert write_problem(Path("/dev/null")) == "it is not a regular file (a device, a FIFO or a socket)"
+    path = tmp_path / "expected.csv"
+    path.write_text(f"{HEADER}\n")
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (needs root and a file system with the flag)")
+    try:
+        assert write_problem(path) == "the file is immutable or append-only (chattr +i/+a): it cannot be replaced"
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    assert write_problem(path) == ""
+
+
+#: a disk that fills during the session: the gate's end-of-session writes fail as a full disk fails them (ENOSPC)
+FULL_DISK = """
+import errno
+
+from pytest_xla_dynamo.gating import plugin as gate
+
+
+def _full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+saved = []
+
+
+def pytest_configure(config):
+    saved[:] = [gate.write_expected, gate.write_summary]
+    gate.write_expected = gate.write_summary = _full
+
+
+def pytest_unconfigure(config):
+    gate.write_expected, gate.write_summary = saved
+"""
+
+
+def test_third_round_files_in_sessions(pytester: pytest.Pytester) -> None:
+    """Issue 47's bad files and values of a session: exit 4 before any test (the file, line and value named, no
+    traceback, the file untouched); a disk that fills during the run: the file left as it was, the error said in
+    the gate's section, exit 1 (was: a traceback after every test)."""
+    pytester.makepyfile(test_plain=PLAIN, test_device=DEVICE, fulldisk=FULL_DISK)
+    path = pytester.path
+    (path / "deep.toml").write_text(DEEP_TOML)
+    (path / "deep.jsonl").write_text("[" * 3000 + "]" * 3000 + "\n")
+    (path / "cell.csv").write_text(f"{HEADER}\nresnet18,trace_once,train,pass,,,,,,false,{'x' * 140_000}\n")
+    (path / "cr.csv").write_bytes(f"{HEADER}\r{ROW}\r".encode())
+    (path / "twice.csv").write_text(f"{HEADER},mode\n{ROW},infer\n")
+    (path / "extra.csv").write_text(f"{HEADER},owner\n{ROW},me\n")
+    (path / "good.csv").write_text(f"{HEADER}\n{ROW}\n")
+    (path / "zero.csv").symlink_to("/dev/zero")
+    originals = {name: (path / name).read_bytes() for name in ("cell.csv", "cr.csv", "twice.csv", "extra.csv",
+                                                               "good.csv")}
+    cases: list[tuple[list[str], dict[str, str], str]] = [
+        (["--xla-known-issues-file=deep.toml"], {}, "known issues: deep.toml:5: nested more than 64 levels deep"),
+        (["--xla-timing-baseline=deep.jsonl", "--xla-min-speedup-ratio=0.9"], {},
+         "xla-dynamo gate: deep.jsonl:1: nested more than 64 levels deep"),
+        (["--xla-expected=cell.csv"], {}, "xla-dynamo gate: cell.csv:2: a cell longer than 131,072 characters"),
+        (["--xla-expected=cell.csv", "--xla-update-expected"], {}, "xla-dynamo gate: cell.csv:2: a cell longer"),
+        (["--xla-expected=cr.csv"], {}, "xla-dynamo gate: cr.csv:1: a line that ends in a lone CR"),
+        (["--xla-expected=zero.csv"], {}, "xla-dynamo gate: zero.csv: not a regular file"),
+        (["--xla-expected=twice.csv"], {}, "xla-dynamo gate: twice.csv:1: column(s) 'mode' named twice"),
+        (["--xla-expected=extra.csv", "--xla-update-expected"], {},
+         "xla-dynamo gate: extra.csv:1: column(s) 'owner' would be dropped by the update"),
+        (["--xla-timing-cpus=0-100000000"], {}, "--xla-timing-cpus: invalid value '0-100000000'; valid: a CPU list"),
+        (["--xla-report-dir="], {}, "--xla-report-dir: invalid value ''; valid: a folder path"),
+        (["test_device.py"], {"PYTEST_XLA_ISOLATED_CHILD": str(path / "no-folder" / "out.jsonl")},
+         f"PYTEST_XLA_ISOLATED_CHILD={str(path / 'no-folder' / 'out.jsonl')!r}: cannot write the isolated test's "
+         "reports there: No such file or directory"),
+    ]
+    full = ["-p", "fulldisk", "--xla-expected=good.csv", "--xla-update-expected", "--xla-summary=summary.md",
+            "test_plain.py"]
+    results = run_sessions(path, [{"args": args, "env": env} for args, env, _ in cases] + [{"args": full, "env": {}}])
+    for (args, _, message), result in zip(cases, results, strict=False):
+        output = result["out"] + result["err"]
+        assert result["ret"] == pytest.ExitCode.USAGE_ERROR, (args, output[-2000:])
+        assert f"ERROR: {message}" in result["err"], (args, output[-2000:])
+        assert "PJRT_DEVICE" not in result["out"]  # no test ran
+        _clean(output)
+    disk = results[-1]
+    output = disk["out"] + disk["err"]
+    assert disk["ret"] == pytest.ExitCode.TESTS_FAILED, output[-3000:]
+    assert "PJRT_DEVICE" in disk["out"]  # the test ran
+    assert "xla-dynamo: ERROR: good.csv not updated: No space left on device; the file is left as it was" in output
+    assert "xla-dynamo: ERROR: summary not written to summary.md: No space left on device" in output
+    _clean(output)
+    assert {name: (path / name).read_bytes() for name in originals} == originals  # nothing rewritten
+    assert not (path / "summary.md").exists()

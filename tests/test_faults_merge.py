@@ -8,6 +8,8 @@ In process (``merge.main``), hand-made shards; one subprocess runs the command l
 from __future__ import annotations
 
 import codecs
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -196,3 +198,101 @@ def test_merge_command_line_exit_codes(tmp_path: Path) -> None:
         assert message in run.stderr, (args, run.stderr)
         assert "Traceback" not in run.stderr and run.stdout == ""
     assert not (tmp_path / "m").exists()
+
+
+# --- third round (issue 47): nesting, values, non-regular files, empty paths, outputs that are inputs -----------
+
+
+def _edit_first_record(shard: Path, pattern: str, value: str) -> Path:
+    """Replace ``pattern`` (a regex) with ``value`` in the first record of ``shard``'s report; the file."""
+    jsonl = shard / "xla-dynamo.jsonl"
+    lines = jsonl.read_text().splitlines()
+    edited = re.sub(pattern, value, lines[0], count=1)
+    assert edited != lines[0], (pattern, lines[0][:200])
+    jsonl.write_text("\n".join([edited, *lines[1:]]) + "\n")
+    return jsonl
+
+
+def _third_round(tmp_path: Path, case: str, shards: list[Path]) -> tuple[list[str], str]:
+    """The arguments of one bad merge of issue 47 and the start of what its error says."""
+    out = ["--out", str(tmp_path / "out"), "--formats", "csv,json"]
+    given = [*map(str, shards)]
+    jsonl = shards[1] / "xla-dynamo.jsonl"
+    if case in ("shard nested object", "shard nested array"):
+        deep = '{"a": ' * 5000 + "1" + "}" * 5000 if case.endswith("object") else "[" * 5000 + "]" * 5000
+        jsonl.write_text(jsonl.read_text() + deep + "\n")
+        line = len(jsonl.read_text().splitlines())
+        return [*out, *given], f"{jsonl}:{line}: nested more than 64 levels deep"
+    speedups = {"speedup 0": ("0", "0"), "speedup -2": ("-2", "-2"), "speedup NaN": ("NaN", "nan"),
+                "speedup inf": ("Infinity", "inf")}
+    if case in speedups:
+        written, said = speedups[case]
+        edited = _edit_first_record(shards[0], r'"speedup": [^,]+', f'"speedup": {written}')
+        return [*out, *given], f"{edited}:1: not a record: field 'speedup': {said} is out of range; valid: a finite " \
+                               "number > 0 or null"
+    if case == "mode eval":
+        edited = _edit_first_record(shards[0], r'"mode": "[a-z]+"', '"mode": "eval"')
+        return [*out, *given], f"{edited}:1: not a record: field 'mode': 'eval' is not a mode; valid: train, infer"
+    if case == "suite nonsense":
+        edited = _edit_first_record(shards[0], r'"suite": "[a-z]+"', '"suite": "nonsense"')
+        return [*out, *given], f"{edited}:1: not a record: field 'suite': 'nonsense' is not a suite; valid: parity, " \
+                               "graphs, timing"
+    if case == "expected /dev/null":
+        return [*out, "--expected", "/dev/null", *given], "--expected: '/dev/null' is not a regular file"
+    if case == "expected a FIFO":
+        os.mkfifo(tmp_path / "fifo.csv")
+        return [*out, "--expected", str(tmp_path / "fifo.csv"), *given], \
+            f"--expected: {str(tmp_path / 'fifo.csv')!r} is not a regular file"
+    if case == "expected a link to /dev/zero":
+        (tmp_path / "zero.csv").symlink_to("/dev/zero")
+        return [*out, "--expected", str(tmp_path / "zero.csv"), *given], \
+            f"--expected: {str(tmp_path / 'zero.csv')!r} is not a regular file"
+    if case == "out is a shard":
+        return ["--out", str(shards[0]), *given], f"--out: {str(shards[0])!r} is the folder of the shard"
+    if case == "summary is a shard's report":
+        return [*out, "--summary", str(jsonl), *given], f"--summary: {str(jsonl)!r} is an input of the merge"
+    if case == "summary is the expected file":
+        (tmp_path / "expected.csv").write_text(EXPECTED)
+        return [*out, "--expected", str(tmp_path / "expected.csv"), "--summary", str(tmp_path / "expected.csv"),
+                *given], f"--summary: {str(tmp_path / 'expected.csv')!r} is an input of the merge"
+    if case == "formats empty":
+        return ["--out", str(tmp_path / "out"), "--formats", "", *given], "--formats: empty ('')"
+    raise AssertionError(case)
+
+
+THIRD_ROUND = ["shard nested object", "shard nested array", "speedup 0", "speedup -2", "speedup NaN", "speedup inf",
+               "mode eval", "suite nonsense", "expected /dev/null", "expected a FIFO", "expected a link to /dev/zero",
+               "out is a shard", "summary is a shard's report", "summary is the expected file", "formats empty"]
+
+
+@pytest.mark.parametrize("case", THIRD_ROUND)
+def test_merge_refuses_bad_values_and_its_own_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     case: str) -> None:
+    """Issue 47: a shard nested past the bound (was: RecursionError), a speedup, mode or suite the session's reader
+    refuses (was: ``0.00x``, ``nanx``, "PASSED" with the row missing), an expected file that is no regular file (was:
+    the gate skipped, exit 0), an output that is an input (was: a shard's records replaced), empty ``--formats``
+    (was: nothing written, nothing said): exit 4, the error named, nothing written."""
+    shards = _shards(tmp_path)
+    args, message = _third_round(tmp_path, case, shards)
+    before = _snapshot(tmp_path)
+    assert main(args) == 4
+    captured = capsys.readouterr()
+    assert f"ERROR: {message}" in captured.err, captured.err
+    assert captured.out == ""
+    assert "Traceback" not in captured.err
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("option", ["--out", "--summary", "--expected"])
+def test_merge_refuses_an_empty_path(tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str) -> None:
+    """``--out ''`` (was: the reports written into the working folder), ``--summary ''``, ``--expected ''``: exit 4
+    saying the path is empty; nothing written."""
+    shards = _shards(tmp_path)
+    args = {"--out": ["--out", ""], "--summary": ["--out", str(tmp_path / "o"), "--summary", ""],
+            "--expected": ["--out", str(tmp_path / "o"), "--expected", ""]}[option]
+    before = _snapshot(tmp_path)
+    assert main([*args, *map(str, shards)]) == 4
+    err = capsys.readouterr().err
+    assert f"argument {option}: empty; valid: a path" in err, err
+    assert "Traceback" not in err
+    assert _snapshot(tmp_path) == before

@@ -156,3 +156,18 @@ def test_seed_alias_accepted_with_a_note(pytester: pytest.Pytester) -> None:
 def test_plugin_import_does_not_import_torch() -> None:
     code = "import pytest_xla_dynamo.plugin, sys; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_docs_name_every_zoo_collection() -> None:
+    """docs/options.md's ``--xla-zoo`` row names every collection of the zoo, in the zoo's order (issue 47: it named
+    four of twelve), so that a collection added to the zoo fails here until the page names it."""
+    import re
+    from pathlib import Path
+
+    from pytest_xla_dynamo.zoo import collection_names
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "options.md").read_text(encoding="utf-8")
+    row = next(line for line in page.splitlines() if line.startswith("| `--xla-zoo` |"))
+    described = row.split("|")[3]
+    named = [n for n in re.findall(r"`([a-z_]+)`", described) if n != "all"]
+    assert named == list(collection_names()), (named, collection_names())

@@ -151,7 +151,8 @@ class PreparedCase:
         # detached aliases of cpu_model's tensors (keeping the per-module versions some loaders check: MNASNet)
         self.initial_state = cpu_model.state_dict()
         self.fn: Callable[..., Any] = backend.wrap(self.model)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
+        params = list(self.model.parameters())  # none: an inference-only model (no optimizer to build)
+        self.optimizer = torch.optim.SGD(params, lr=LEARNING_RATE) if params else None
         self.warmup: Warmup | None = None
 
     @property
@@ -171,7 +172,8 @@ class PreparedCase:
     def drop_grads(self) -> None:
         """Let go of the last step's gradients (each step sets them anew): an idle case holds its weights
         only, not a second model's worth of gradients beside another case's step."""
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
 
     def _stage(self, name: str) -> stage:
         return stage(name, step=self.step_index, phase=self.phase, backend=self.backend.name)
@@ -192,6 +194,10 @@ class PreparedCase:
                 self.backend.sync()
             return out, None
         with self._stage("optimizer step"):
+            if self.optimizer is None:
+                raise ValueError(f"{self.spec.name}: the model has no parameters, so a training step has nothing to "
+                                 "train (no gradient, no optimizer step); valid: a model with parameters, or its "
+                                 "inference parity")
             self.optimizer.zero_grad(set_to_none=True)
         with self._stage("forward"):
             out = self.fn(*self.inputs)

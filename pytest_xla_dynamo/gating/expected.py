@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_xla_dynamo.config import MODES
-from pytest_xla_dynamo.fileio import TextFileError, atomic_write_text, read_text
+from pytest_xla_dynamo.core.constants import DIRECTIONS
+from pytest_xla_dynamo.fileio import MAX_FIELD_CHARS, TextFileError, atomic_write_text, read_text
 from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.options import BOOL_VALID, parse_bool
 from pytest_xla_dynamo.records import STATUSES
@@ -29,6 +30,8 @@ COLUMNS = ("name", "backend", "mode", "status", "graph_status", "graph_breaks", 
 GRAPH_FIELDS = ("graph_breaks", "unique_graphs", "fallbacks", "recompiles")
 KEY_COLUMNS = ("name", "backend", "mode")
 GRAPH_STATUSES = ("pass", "fail_graph", "fail_to_run")  # what a graphs-suite record can say
+#: a row's mode: a model case's (train, infer) or an op case's direction (forward, backward)
+CASE_MODES = (*MODES, *DIRECTIONS)
 _EXTRA = "\x00extra"  # where csv.DictReader puts the cells of a row beyond the header's columns
 
 
@@ -98,20 +101,53 @@ def _parse_status(text: str, column: str, valid: tuple[str, ...], where: str) ->
     return text
 
 
-def parse_expected(text: str, source: str = "<expected>") -> dict[Key, CaseRow]:
+def parse_expected(text: str, source: str = "<expected>", *, columns_kept: bool = False) -> dict[Key, CaseRow]:
     """Parse the CSV text of an expected-results file into rows keyed by ``(name, backend, mode)``.
 
     ``name``, ``backend`` and ``mode`` are required columns; the others may be absent (not compared);
-    unknown columns are ignored; pytorch's ``accuracy`` column is read as ``status``. A row with more
-    cells than the header has columns is an error.
+    unknown columns are ignored, except where the file is to be rewritten (``columns_kept``: the update writes
+    :data:`COLUMNS` only, so another column would be dropped unsaid); pytorch's ``accuracy`` column is read as
+    ``status``. A column named twice, a row with more cells than the header has columns, a cell over
+    :data:`~pytest_xla_dynamo.fileio.MAX_FIELD_CHARS` characters and what is not CSV are errors.
     """
     skipped, text = _skip_metadata(text.removeprefix("\ufeff"))  # a spreadsheet's BOM
     reader = csv.DictReader(io.StringIO(text), restkey=_EXTRA)
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    try:
+        return _parse_rows(reader, source, skipped, columns_kept)
+    except csv.Error as err:
+        raise ExpectedFileError(f"{source}:{reader.line_num + 1 + skipped}: {_csv_problem(err)}") from None
+
+
+def _csv_problem(err: csv.Error) -> str:
+    """What the ``csv`` module's error means, said with the valid form."""
+    text = str(err)
+    if "field larger than field limit" in text:
+        return f"a cell longer than {MAX_FIELD_CHARS:,} characters; valid: shorter cells"
+    if "new-line character seen in unquoted field" in text:
+        return ("a line that ends in a lone CR (carriage return) outside quotes; valid: LF or CRLF line ends "
+                "(save the file with Unix or Windows line ends)")
+    return f"not CSV: {text}"
+
+
+def _check_header(header: list[str], source: str, line: int, columns_kept: bool) -> None:
     missing = [c for c in KEY_COLUMNS if c not in header]
     if missing:
         raise ExpectedFileError(f"{source}: missing column(s) {', '.join(missing)}; the header must include "
                                 f"{','.join(COLUMNS)}")
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise ExpectedFileError(f"{source}:{line}: column(s) {', '.join(map(repr, twice))} named twice in the header; "
+                                f"valid: each column once, of {','.join(COLUMNS)}")
+    dropped = [h for h in header if h not in COLUMNS and h != "accuracy"]
+    if columns_kept and dropped:
+        raise ExpectedFileError(f"{source}:{line}: column(s) {', '.join(map(repr, dropped))} would be dropped by the "
+                                f"update, which writes the columns {','.join(COLUMNS)}; valid: those columns (remove "
+                                "the others, or gate without updating)")
+
+
+def _parse_rows(reader: csv.DictReader[str], source: str, skipped: int, columns_kept: bool) -> dict[Key, CaseRow]:
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    _check_header(header, source, skipped + 1, columns_kept)
     status_column = "status" if "status" in header or "accuracy" not in header else "accuracy"
     rows: dict[Key, CaseRow] = {}
     for raw in reader:
@@ -126,8 +162,9 @@ def parse_expected(text: str, source: str = "<expected>") -> dict[Key, CaseRow]:
         for column in KEY_COLUMNS:
             if not cells.get(column):
                 raise ExpectedFileError(f"{where}: empty {column}")
-        if cells["mode"] not in MODES:
-            raise ExpectedFileError(f"{where}: column mode: invalid value {cells['mode']!r}; valid: {', '.join(MODES)}")
+        if cells["mode"] not in CASE_MODES:
+            raise ExpectedFileError(f"{where}: column mode: invalid value {cells['mode']!r}; valid: "
+                                    f"{', '.join(CASE_MODES)}")
         status = _parse_status(cells.get(status_column, ""), "status", STATUSES, where)
         graph_status = _parse_status(cells.get("graph_status", ""), "graph_status", GRAPH_STATUSES, where)
         row = CaseRow(
@@ -142,8 +179,9 @@ def parse_expected(text: str, source: str = "<expected>") -> dict[Key, CaseRow]:
     return rows
 
 
-def read_expected(path: Path) -> dict[Key, CaseRow]:
-    """Read an expected-results CSV (:func:`parse_expected`); a missing file reads as no rows."""
+def read_expected(path: Path, *, columns_kept: bool = False) -> dict[Key, CaseRow]:
+    """Read an expected-results CSV (:func:`parse_expected`; ``columns_kept``: the file is to be rewritten); a
+    missing file reads as no rows."""
     if path.is_dir():
         raise ExpectedFileError(f"{path}: is a directory, not an expected-results CSV file")
     if not path.exists():
@@ -152,7 +190,7 @@ def read_expected(path: Path) -> dict[Key, CaseRow]:
         text = read_text(path)  # UTF-8 (a BOM dropped); UTF-16, binary data: an error naming the file and line
     except TextFileError as err:
         raise ExpectedFileError(str(err)) from None
-    return parse_expected(text, str(path))
+    return parse_expected(text, str(path), columns_kept=columns_kept)
 
 
 def _skip_metadata(text: str) -> tuple[int, str]:

@@ -9,6 +9,7 @@ the option, the path and why. :func:`write_summary` writes the Markdown summary 
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -29,8 +30,12 @@ def write_problem(path: Path, *, append: bool = False) -> str:
     path = write_target(path)
     if path.is_dir():
         return "it is a directory"
+    if path.exists() and not path.is_file():
+        return "it is not a regular file (a device, a FIFO or a socket)"
     if append and path.exists() and not os.access(path, os.W_OK):
         return "the file is not writable"
+    if path.is_file() and (why := _locked(path)):
+        return why
     folder = path.absolute().parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -39,10 +44,27 @@ def write_problem(path: Path, *, append: bool = False) -> str:
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"the folder {folder} is not writable"
     try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
+        with tempfile.TemporaryFile(dir=folder) as probe:
+            probe.write(b"\0")  # a full disk refuses the byte (ENOSPC), not the empty file
+            probe.flush()
     except OSError as err:
+        if err.errno == errno.ENOSPC:
+            return f"no space left on the device of {folder}"
         return f"the folder {folder} is not writable ({err.strerror or err})"
+    return ""
+
+
+def _locked(path: Path) -> str:
+    """Why the existing file ``path`` cannot be replaced although its folder is writable (``""``: it can): an
+    immutable or append-only file (``chattr +i``/``+a``) refuses the rename, and says so to an open for writing
+    (``EPERM``; a mode without write permission says ``EACCES``, and a rename replaces such a file)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno == errno.EPERM:
+            return "the file is immutable or append-only (chattr +i/+a): it cannot be replaced"
+        return ""
+    os.close(fd)
     return ""
 
 

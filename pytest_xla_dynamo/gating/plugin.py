@@ -58,6 +58,7 @@ class GatingPlugin:
         self.update_line = ""
         self.summary_line = ""
         self.unfinished = ""  # why the session's end is not judged ("" when it is)
+        self.write_failed = False  # the expected file or the summary could not be written at the end
         # what this run's XLA tests run with (the same in every process of the session) and what the file says
         self.run_metadata = {"kernels": kernel_setting(xcfg.cpu_isa), "cpu": cpu_line()}
         self.expected_metadata: dict[str, str] = {}
@@ -66,7 +67,7 @@ class GatingPlugin:
         check_paths(xcfg)
         try:
             if xcfg.expected is not None:
-                self.expected = read_expected(xcfg.expected)
+                self.expected = read_expected(xcfg.expected, columns_kept=xcfg.update_expected)
                 self.expected_metadata = read_metadata(xcfg.expected)
             if xcfg.min_speedup_ratio is not None and xcfg.timing_baseline is not None:
                 timing = load_timing_baseline(xcfg.timing_baseline)
@@ -163,10 +164,18 @@ class GatingPlugin:
         self._junit_property()
         if xcfg.summary is not None:
             self._write_summary(xcfg.summary)
+        if self.write_failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _update(self, path: Path) -> None:
         rows, stats = merge_update(self.expected or {}, self.run_cases)
-        write_expected(path, rows, self.run_metadata)  # the file now says this run's kernel setting and CPU
+        try:
+            write_expected(path, rows, self.run_metadata)  # the file now says this run's kernel setting and CPU
+        except OSError as err:  # checked writable at the start: a disk that filled meanwhile, a file locked since
+            self.update_line = (f"xla-dynamo: ERROR: {path} not updated: {err.strerror or err}; the file is left as "
+                                "it was")
+            self.write_failed = True
+            return
         self.update_line = (f"xla-dynamo: updated {stats.updated} rows, kept {stats.kept} rows not run in this "
                             f"session ({stats.added} new) in {path}")
         if self.kernel_note and stats.kept:
@@ -197,7 +206,12 @@ class GatingPlugin:
         if self.kernel_note and not self.xcfg.update_expected:  # under the headline, before any verdict
             headline_text, _, rest = text.partition("\n")
             text = f"{headline_text}\n\n> **{self.kernel_note.removeprefix('xla-dynamo gate: ')}**\n{rest}"
-        write_summary(path, text)  # appended to $GITHUB_STEP_SUMMARY, as merge --summary
+        try:
+            write_summary(path, text)  # appended to $GITHUB_STEP_SUMMARY, as merge --summary
+        except OSError as err:  # checked writable at the start: a disk that filled meanwhile
+            self.summary_line = f"xla-dynamo: ERROR: summary not written to {path}: {err.strerror or err}"
+            self.write_failed = True
+            return
         self.summary_line = f"xla-dynamo: summary written to {path}"
 
     # --- the terminal ---------------------------------------------------------------------------------
@@ -219,7 +233,7 @@ class GatingPlugin:
             tr.write_line(text, **markup)
         for text in (self.update_line, self.summary_line):
             if text:
-                tr.write_line(text)
+                tr.write_line(text, **({"red": True, "bold": True} if "ERROR:" in text else {}))
         if self.unfinished and self.active:
             tr.write_line(f"xla-dynamo gate: no verdict: {self.unfinished}", yellow=True)
         verdict = verdict_line(self.result, **kwargs)

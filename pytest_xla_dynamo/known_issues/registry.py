@@ -14,6 +14,7 @@ The packaged registry is ``registry.toml`` next to this module, one ``[[issue]]`
     reproducer = "test_..."            # its reproducer in suites/test_known_issues.py
     tests = []                         # other test functions it applies to (e.g. "test_parity")
     backends = []; modes = []; models = []   # filters on the test's parameters; empty = any
+    ops = ["nn.functional.elu"]        # the op suite: globs of OpInfo ids (test_op's xla_op); modes: directions
     tiers = ["small"]                  # the model tiers (--xla-tier) where it holds; empty = any
     cpus = ["AMD EPYC*"]               # globs of the CPU model names where it holds; empty = any
     diverging = ["buffer *running_var"]      # accuracy entries: globs every diverging tensor must match
@@ -34,6 +35,7 @@ import fnmatch
 import re
 import signal as _signal
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +46,8 @@ from packaging.version import InvalidVersion
 
 from pytest_xla_dynamo import versions as _versions
 from pytest_xla_dynamo.config import MODES, did_you_mean
-from pytest_xla_dynamo.fileio import TextFileError, read_text
+from pytest_xla_dynamo.core.constants import DIRECTIONS
+from pytest_xla_dynamo.fileio import MAX_DEPTH, TextFileError, check_nesting, read_text
 from pytest_xla_dynamo.known_issues.exceptions import RegistryError, check_exception_name, resolve_exception
 from pytest_xla_dynamo.zoo.spec import TIERS
 
@@ -62,8 +65,8 @@ SIGNALS = tuple(sorted(s.name for s in _signal.Signals))
 
 _STR_FIELDS = ("title", "url", "kind", "raises", "match", "signal", "reproducer", "status", "fixed_in",
                "notes")
-_LIST_FIELDS = ("tests", "backends", "modes", "models", "tiers", "cpus", "related", "diverging")
-FILTERS = ("backends", "modes", "models", "tiers")  # the fields a marker may narrow an entry by
+_LIST_FIELDS = ("tests", "backends", "modes", "models", "ops", "tiers", "cpus", "related", "diverging")
+FILTERS = ("backends", "modes", "models", "ops", "tiers")  # the fields a marker may narrow an entry by
 FIELDS = ("id", "affects", *_STR_FIELDS, *_LIST_FIELDS)
 
 
@@ -84,6 +87,7 @@ class KnownIssue:
     backends: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()  # fnmatch globs of OpInfo ids (the op suite's ``xla_op``): where the entry holds
     tiers: tuple[str, ...] = ()  # the tiers (``--xla-tier``) where it holds: a failure measured at one tier
     # (an accuracy drift, an out-of-memory) need not be the failure at another
     cpus: tuple[str, ...] = ()  # fnmatch globs of the CPU model names (``/proc/cpuinfo``) where it holds: an
@@ -128,6 +132,9 @@ class KnownIssue:
             value = params.get(key)
             if values and value is not None and _param_name(value) not in values:
                 return False
+        op = params.get("xla_op")
+        if self.ops and (op is None or not any(fnmatch.fnmatchcase(str(op), glob) for glob in self.ops)):
+            return False
         return not (self.modes and modes and not set(modes) & set(self.modes))
 
     def on_cpu(self, cpu: str | None = None) -> bool:
@@ -213,14 +220,17 @@ def parse_entry(data: Mapping[str, Any], *, source: str, line: int | None = None
     elif not values["raises"]:
         raise RegistryError(f"{where}: 'raises' is required for kind {values['kind']!r} "
                             "(the exception type that shows the problem, e.g. 'AssertionError')")
-    bad_modes = [m for m in values["modes"] if m not in MODES]
+    bad_modes = [m for m in values["modes"] if m not in (*MODES, *DIRECTIONS)]
     if bad_modes:
         raise RegistryError(f"{where}: modes={list(values['modes'])!r}: {', '.join(map(repr, bad_modes))} is not a "
-                            f"mode; valid: {', '.join(MODES)}")
+                            f"mode; valid: {', '.join((*MODES, *DIRECTIONS))}")
     bad_tiers = [t for t in values["tiers"] if t not in TIERS]
     if bad_tiers:
         raise RegistryError(f"{where}: tiers={list(values['tiers'])!r}: {', '.join(map(repr, bad_tiers))} is not a "
                             f"tier; valid: {', '.join(TIERS)}")
+    if values["signal"] and values["kind"] != "crash":
+        raise RegistryError(f"{where}: signal={values['signal']!r} is given for kind {values['kind']!r}, where it "
+                            "would be ignored: only a crash has a signal; valid: kind = \"crash\", or no 'signal'")
     if values["signal"] and values["signal"] not in SIGNALS:
         raise RegistryError(f"{where}: signal={values['signal']!r} is not a signal name; valid: "
                             f"{', '.join(s for s in SIGNALS if s.startswith('SIG') and not s.startswith('SIG_'))}")
@@ -273,34 +283,46 @@ def unknown_names(entries: Iterable[KnownIssue], backends: Sequence[str], models
     return errors
 
 
-def _entry_lines(text: str, issue_id: str, occurrence: int = 0) -> tuple[int | None, int | None]:
-    """Lines (1-based) of the ``occurrence``-th ``id = "<issue_id>"`` and of its entry's ``affects`` in a
-    TOML text."""
-    lines = text.splitlines()
-    id_re = re.compile(r"""^\s*id\s*=\s*(["'])""" + re.escape(issue_id) + r"""\1\s*(#.*)?$""")
-    for index, line in enumerate(lines):
-        if id_re.match(line):
-            if occurrence:
-                occurrence -= 1
-                continue
-            for j in range(index + 1, len(lines)):
-                if re.match(r"^\s*\[\[", lines[j]):
-                    break
-                if re.match(r"^\s*(affects\s*=|\[\s*issue\.affects\s*\])", lines[j]):
-                    return index + 1, j + 1
-            return index + 1, None
-    return None, None
+_ID_LINE = re.compile(r"""^\s*id\s*=\s*(["'])(.*)\1\s*(#.*)?$""")
+_AFFECTS_LINE = re.compile(r"^\s*(affects\s*=|\[\s*issue\.affects\s*\])")
+_TABLE_LINE = re.compile(r"^\s*\[\[")
 
 
-def load_file(path: Path) -> list[KnownIssue]:
-    """The entries of one registry TOML file (``[[issue]]`` tables)."""
+def _entry_lines(text: str) -> dict[str, list[tuple[int | None, int | None]]]:
+    """For each ``id = "<id>"`` of a TOML text, in order: the line (1-based) of the id and of its entry's
+    ``affects`` (None: none before the next ``[[...]]``). One pass over the text, so that a registry loads in
+    time linear in its size."""
+    found: dict[str, list[list[int | None]]] = {}
+    current: list[int | None] | None = None  # [id line, affects line] of the entry being read
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _TABLE_LINE.match(line):
+            current = None
+        elif (match := _ID_LINE.match(line)) is not None:
+            current = [number, None]
+            found.setdefault(match.group(2), []).append(current)
+        elif current is not None and current[1] is None and _AFFECTS_LINE.match(line):
+            current[1] = number
+    return {issue_id: [(first, affects) for first, affects in lines] for issue_id, lines in found.items()}
+
+
+def _parse_toml(path: Path) -> tuple[str, dict[str, Any]]:
+    """The text and the TOML data of ``path``, read within :mod:`pytest_xla_dynamo.fileio`'s bounds (size,
+    nesting); :class:`RegistryError` naming the file (and line) otherwise."""
     try:
         text = read_text(path)
-        data = tomllib.loads(text)
+        check_nesting(text, str(path), "toml")
+        return text, tomllib.loads(text)
     except TextFileError as exc:
         raise RegistryError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise RegistryError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise RegistryError(f"{path}: nested too deeply to read; valid: at most {MAX_DEPTH} levels") from None
+
+
+def load_file(path: Path) -> list[KnownIssue]:
+    """The entries of one registry TOML file (``[[issue]]`` tables)."""
+    text, data = _parse_toml(path)
     unknown = sorted(set(data) - {"issue"})
     if unknown:
         raise RegistryError(f"{path}: unknown top-level key(s) {', '.join(unknown)}; entries are "
@@ -308,13 +330,17 @@ def load_file(path: Path) -> list[KnownIssue]:
     entries = data.get("issue", [])
     if not isinstance(entries, list):
         raise RegistryError(f"{path}: 'issue' must be an array of tables ([[issue]])")
+    lines = _entry_lines(text)
+    taken: Counter[str] = Counter()  # the lines of each id used so far (an id twice is an error, said below)
     out: list[KnownIssue] = []
     seen: dict[str, KnownIssue] = {}
     for index, entry in enumerate(entries, start=1):
         if not isinstance(entry, dict):
             raise RegistryError(f"{path}: [[issue]] number {index} is not a table: {entry!r}")
         issue_id = str(entry.get("id", ""))
-        line, affects_line = _entry_lines(text, issue_id, sum(1 for e in out if e.id == issue_id.strip()))
+        candidates = lines.get(issue_id, [])
+        line, affects_line = candidates[taken[issue_id]] if taken[issue_id] < len(candidates) else (None, None)
+        taken[issue_id] += 1
         parsed = parse_entry(entry, source=str(path), line=line, affects_line=affects_line)
         first = seen.get(parsed.id)
         if first is not None:

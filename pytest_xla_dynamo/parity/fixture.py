@@ -202,6 +202,9 @@ class XlaParity(CaseCheck):
         __tracebackhide__ = True
         from pytest_xla_dynamo.core.user_case import user_spec
 
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+            raise ValueError(f"xla_parity.{'training' if mode == 'train' else 'inference'}: steps={steps!r} would "
+                             "compare nothing; valid: an integer >= 1, or None (--xla-steps)")
         if backend is None:
             backend = self._default_backend()
         if isinstance(backend, str):

@@ -236,6 +236,7 @@ def _compare_run(eager: StepStore, fp64: StepStore, case: PreparedCase, steps: i
     res_run = iter_live(case, steps, PARITY_PHASE)
     divergences: list[Divergence] = []
     compared = 0
+    any_value = False  # whether some reference tensor of some step held a value that is not NaN
     for step in range(1, steps + 1):
         try:
             res_step = next(res_run)
@@ -246,10 +247,28 @@ def _compare_run(eager: StepStore, fp64: StepStore, case: PreparedCase, steps: i
         compared = len(ref_step)
         with stage("comparison", step=step, phase=PARITY_PHASE, backend=backend.name):
             divergences += compare_step(step, ref_step, res_step, fp64_step, tol)
+        any_value = any_value or _has_value(ref_step)
         ref_step.release()
         fp64_step.release()
         del res_step
+    if compared and not divergences and not any_value:
+        message = (f"compared nothing: every value eager computed is NaN (all {compared} tensors of all {steps} "
+                   "step(s)), and NaN equals NaN in the comparison; valid: weights and inputs the model computes "
+                   "finite values for")
+        return ParityResult("eager_fail_to_run", message, tolerance=tol, compared=compared, steps=steps)
     return accuracy_result(divergences, compared, steps, tol)
+
+
+def _has_value(tensors: Any) -> bool:
+    """Whether one of ``tensors`` (a step's, by name) holds a value that is not NaN (an integer tensor always does,
+    a floating one unless it is NaN everywhere); read only up to the first that does."""
+    import torch
+
+    for tensor in tensors.values():
+        if tensor.numel() and (not (tensor.is_floating_point() or tensor.is_complex())
+                               or not bool(torch.isnan(tensor).all())):
+            return True
+    return False
 
 
 def _vote(results: list[ParityResult]) -> ParityResult:

@@ -11,6 +11,7 @@ in the :class:`RecordStore` of the session object. No torch here.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
@@ -26,6 +27,11 @@ from pytest_xla_dynamo.records.jsonform import extra_object, json_problem, parse
 
 #: the fields that hold a record's figures: one ``extra`` object in its JSON form
 FIGURES = ("parity", "graphs", "timing", "unparsed_extra")
+#: the suites whose checks write records (the parity, graphs and timing fixtures)
+SUITES = ("parity", "graphs", "timing")
+#: the count fields of a record: an integer >= 0 where given
+COUNT_FIELDS = ("batch_size", "calls_captured", "unique_graphs", "graph_breaks", "unique_graph_breaks", "fallbacks",
+                "recompiles", "compiles", "iterations_per_run", "repeat")
 
 
 class RecordError(ValueError):
@@ -136,6 +142,30 @@ def record_problem(data: Mapping[str, Any]) -> str:
         problem = json_problem(name, annotation, data[name]) if name in data else ""
         if problem:
             return problem
+    return ""
+
+
+def record_value_problem(data: Mapping[str, Any]) -> str:
+    """What keeps the values of the JSON object ``data`` (a record read from a file: a timing baseline, a shard to
+    merge) from being a record's (``""``: nothing; their types are :func:`record_problem`'s): a suite or a mode
+    this plugin does not write, a speedup that is not a finite number > 0, a latency or a spread that is not
+    finite (or negative), a negative count. Such a value would print as ``nanx`` or lose its row."""
+    suite, mode = data.get("suite"), data.get("mode")
+    if isinstance(suite, str) and suite not in SUITES:
+        return f"field 'suite': {suite!r} is not a suite; valid: {', '.join(SUITES)}"
+    if isinstance(mode, str) and mode not in MODES:
+        return f"field 'mode': {mode!r} is not a mode; valid: {', '.join(MODES)}"
+    for name, low, valid in (("speedup", 0.0, "a finite number > 0"), ("abs_latency", 0.0, "a finite number >= 0"),
+                             ("baseline_latency", 0.0, "a finite number >= 0"), ("spread", 0.0, "a finite number >= 0"),
+                             ("compilation_latency", -math.inf, "a finite number")):
+        value = data.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and not (
+                math.isfinite(value) and (value > low if name == "speedup" else value >= low)):
+            return f"field {name!r}: {value!r} is out of range; valid: {valid} or null"
+    for name in COUNT_FIELDS:
+        value = data.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            return f"field {name!r}: {value!r} is negative; valid: an integer >= 0 or null"
     return ""
 
 

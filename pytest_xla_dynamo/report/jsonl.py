@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_xla_dynamo.config import XlaConfig
-from pytest_xla_dynamo.fileio import atomic_write, read_text
-from pytest_xla_dynamo.records import CaseRecord, RecordError
+from pytest_xla_dynamo.fileio import atomic_write, check_nesting, read_text
+from pytest_xla_dynamo.records import CaseRecord, RecordError, record_value_problem
 from pytest_xla_dynamo.timing.threads import budget_environment
 from pytest_xla_dynamo.versions import installed
 from pytest_xla_dynamo.workers.cpu_isa import isa_environment
@@ -83,13 +83,16 @@ def read_json(path: str | os.PathLike[str]) -> list[CaseRecord]:
 def read_report(path: str | os.PathLike[str]) -> tuple[list[CaseRecord], dict[str, Any]]:
     """:func:`read_json`'s records and the environment the first record was written with (``{}`` if none),
     from one reading of the file."""
-    text = read_text(path)  # TextFileError (a ValueError) naming the file: a folder, UTF-16, binary data
+    text = read_text(path)  # TextFileError (a ValueError) naming the file: a folder, UTF-16, binary data, too large
+    check_nesting(text, str(path), "json")  # before json recurses into it: the line of a level too deep
     items: list[tuple[int, Any]] = []
     if text.lstrip().startswith("["):
         try:
             items = [(1, o) for o in json.loads(text)]
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}:{err.lineno}: not JSON: {err.msg}") from None
+        except TypeError:
+            raise ValueError(f"{path}:1: not a JSON array of records") from None
     else:
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
@@ -101,6 +104,8 @@ def read_report(path: str | os.PathLike[str]) -> tuple[list[CaseRecord], dict[st
     for number, obj in items:
         if not isinstance(obj, dict):
             raise ValueError(f"{path}:{number}: expected a JSON object (a record), got {type(obj).__name__}")
+        if problem := record_value_problem(obj):
+            raise ValueError(f"{path}:{number}: not a record: {problem}")
         try:
             records.append(CaseRecord.from_json(obj))
         except RecordError as err:

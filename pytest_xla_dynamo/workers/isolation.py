@@ -33,6 +33,7 @@ import pytest
 
 from pytest_xla_dynamo import config as _config
 from pytest_xla_dynamo import markers
+from pytest_xla_dynamo.activation import CHILD_ENV
 from pytest_xla_dynamo.options import OPTIONS
 from pytest_xla_dynamo.workers import processes
 from pytest_xla_dynamo.workers.processes import TAIL_LINES, signal_name, tail
@@ -118,8 +119,6 @@ def child_command(item: pytest.Item, xcfg: _config.XlaConfig, basetemp: Path) ->
 
 
 def child_env(output: Path) -> dict[str, str]:
-    from pytest_xla_dynamo.session import CHILD_ENV
-
     env = {k: v for k, v in os.environ.items() if k not in _CHILD_ENV_DROP}
     env[CHILD_ENV] = str(output)
     env.setdefault("PJRT_DEVICE", "CPU")
@@ -263,6 +262,19 @@ def child_reports(item: pytest.Item, run: ChildRun) -> list[pytest.TestReport]:
     return reports
 
 
+def check_child_output(path: Path) -> None:
+    """:class:`pytest.UsageError` where the file a child writes its reports to (``PYTEST_XLA_ISOLATED_CHILD``, set by
+    the parent for an isolated test) cannot be appended to: said before any test, not as an INTERNALERROR at the
+    first report."""
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as err:
+        raise pytest.UsageError(f"{CHILD_ENV}={str(path)!r}: cannot write the isolated test's reports there: "
+                                f"{err.strerror or err}; valid: unset it (the plugin sets it for the child of an "
+                                "isolated test), or a writable file") from None
+
+
 # --- the plugin -------------------------------------------------------------------------------------
 
 
@@ -273,6 +285,8 @@ class IsolationPlugin:
         self.session = session
         self.config = session.config
         self.child_output: Path | None = session.child_output
+        if self.child_output is not None:
+            check_child_output(self.child_output)
 
     def should_isolate(self, item: pytest.Item) -> bool:
         if self.child_output is not None:
