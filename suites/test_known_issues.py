@@ -730,3 +730,48 @@ def test_a_data_dependent_size_compiles_once(xla_device: Any) -> None:
         compiles.append(_compiles() - before)
     assert compiles[-1] == 0, (f"a boolean-mask select compiled again for a new data-dependent size: XLA "
                                f"compilations per step {compiles}")
+
+
+def test_weight_norm_stays_on_xla(xla_device: Any) -> None:
+    """pytorch/xla#3817: a weight-normed layer (``nn.utils.parametrizations.weight_norm``: ``torch._weight_norm``,
+    torchaudio's wav2vec2 and WavLM position convolution with ``dim=2``) on lazy XLA tensors runs its forward and
+    backward on the CPU (``aten::_weight_norm_interface`` and its backward are not lowered): a lazy training step of
+    those models runs as two graphs."""
+    met = _metrics()
+    v = torch.randn(8, 4, 3).to(xla_device).requires_grad_()
+    g = torch.randn(1, 1, 3).to(xla_device).requires_grad_()
+    _sync()
+    before = _fallbacks(met, "_weight_norm_interface")
+    torch._weight_norm(v, g, dim=2).sum().backward()
+    _sync()
+    after = _fallbacks(met, "_weight_norm_interface")
+    fell_back = {n: c - before.get(n, 0) for n, c in after.items() if c - before.get(n, 0)}
+    assert not fell_back, f"_weight_norm_interface fell back to the CPU: {fell_back}"
+
+
+def test_glu_backward_stays_on_xla(xla_device: Any) -> None:
+    """pytorch/xla#9359: the backward of ``F.glu`` (torchaudio's Conformer convolution module) on lazy XLA tensors
+    falls back to the CPU (``aten::glu_backward``; the forward is lowered): a lazy training step of the Conformer
+    runs as several graphs."""
+    met = _metrics()
+    x = torch.randn(2, 8, 5).to(xla_device).requires_grad_()
+    _sync()
+    before = met.counter_value("aten::glu_backward") or 0
+    F.glu(x, dim=1).sum().backward()
+    _sync()
+    count = (met.counter_value("aten::glu_backward") or 0) - before
+    assert count == 0, f"glu's backward fell back to the CPU {count} time(s)"
+
+
+def test_unfold_stays_on_xla(xla_device: Any) -> None:
+    """pytorch/xla#2932: ``F.unfold`` (transformers' ConvBERT, its span-based dynamic convolution) on lazy XLA
+    tensors runs its forward (``aten::im2col``) and its backward (``aten::col2im``) on the CPU."""
+    met = _metrics()
+    x = torch.randn(2, 4, 9, 1).to(xla_device).requires_grad_()
+    _sync()
+    before = _fallbacks(met, "im2col", "col2im")
+    F.unfold(x, kernel_size=(3, 1), padding=(1, 0)).sum().backward()
+    _sync()
+    after = _fallbacks(met, "im2col", "col2im")
+    fell_back = {n: c - before.get(n, 0) for n, c in after.items() if c - before.get(n, 0)}
+    assert not fell_back, f"F.unfold fell back to the CPU: {fell_back}"

@@ -83,6 +83,31 @@ def test_random_modules_lists_what_draws_random_numbers() -> None:
     assert patches.random_modules(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.0))) == []
 
 
+def test_layer_drop_is_listed_at_every_rate_and_switched_off() -> None:
+    """torchaudio's wav2vec2 encoder stack draws ``torch.rand(1).item()`` per layer in training whatever its
+    ``layer_drop`` (a random module at rate 0 too); torch.nn.Transformer, another class of that name, is not one.
+    The dropout patch swaps the stack for one that runs every layer without the draw, and undoes the swap."""
+    import contextlib
+
+    from torch import nn
+
+    models = pytest.importorskip("torchaudio.models")
+    model = models.wav2vec2_model("group_norm", [(4, 10, 5)], False, 8, 0.0, 4, 2, 1, 2, 0.0, 8, 0.0, 0.0, False,
+                                  0.0, None).train()
+    assert patches.random_modules(model) == ["encoder.transformer (Transformer layer_drop=0)"]
+    assert patches.random_modules(nn.Transformer(8, 2, 1, 1, 16, dropout=0.0)) == []
+    stack = contextlib.ExitStack()
+    with stack:
+        assert patches.patch_module(model, ["dropout_to_identity"], stack) == 6  # the stack and 5 Dropout(0.0)
+        assert type(model.encoder.transformer).__name__ == "TransformerWithoutLayerDrop"
+        assert patches.random_modules(model) == []
+        waveform = torch.randn(1, 60)
+        state = torch.random.get_rng_state()
+        model(waveform)
+        assert torch.equal(torch.random.get_rng_state(), state)
+    assert patches.random_modules(model) == ["encoder.transformer (Transformer layer_drop=0)"]
+
+
 @pytest.mark.parametrize("has_dropout", [False, True])
 def test_engine_refuses_a_spec_hiding_its_dropout(has_dropout: bool) -> None:
     """A spec saying has_dropout=False for a model with Dropout(p>0) is the zoo's mistake, said at build

@@ -15,7 +15,16 @@ import pytest
 from sample_data import buildable
 
 from pytest_xla_dynamo import zoo
-from pytest_xla_dynamo.zoo import diffusers_models, family, moe_models, pyg_models, torch_models, torchvision_families
+from pytest_xla_dynamo.core import patches
+from pytest_xla_dynamo.zoo import (
+    diffusers_models,
+    family,
+    moe_models,
+    pyg_models,
+    torch_models,
+    torchaudio_models,
+    torchvision_families,
+)
 from pytest_xla_dynamo.zoo.spec import SOURCES
 
 FAMILY_MODELS = [n for n in zoo.model_names() if zoo.get_model(n).collection in family.FAMILIES]
@@ -34,19 +43,22 @@ EXPECTED = {
     "recommendation": ["dlrm", "dlrm_cat_mean"],
     "graph": ["gcn", "gat", "graphsage", "gin"],
     "moe": ["mixtral", "qwen2_moe", "olmoe"],
+    "speech": ["wav2vec2", "wavlm", "conformer", "emformer", "deepspeech", "wav2letter", "conv_tasnet"],
 }
 
 
 def test_issue_30_counts() -> None:
-    """At least 27 new models in at least seven families, two or more each; 100 models in the zoo."""
-    assert len(FAMILY_MODELS) >= 27 and len(zoo.model_names()) >= 100
+    """At least 27 new models in at least seven families, two or more each; with issue 49's speech collection (at
+    least five models) nine families and at least 110 models in the zoo."""
+    assert len(FAMILY_MODELS) >= 34 and len(zoo.model_names()) >= 110
+    assert len(family.FAMILIES) == 9 and len(zoo.models_in(["speech"])) >= 5
     assert {f: [n.split(".", 1)[1] for n in zoo.models_in([f])] for f in family.FAMILIES} == EXPECTED
     assert all(len(models) >= 2 for models in EXPECTED.values())
 
 
 def test_family_specs() -> None:
     modules = {torch_models: "torch", torchvision_families: "torchvision", diffusers_models: "diffusers",
-               pyg_models: "torch_geometric", moe_models: "transformers"}
+               pyg_models: "torch_geometric", moe_models: "transformers", torchaudio_models: "torchaudio"}
     for module, source in modules.items():
         assert module.SOURCE == source and source in SOURCES
         for spec in module.specs():
@@ -57,8 +69,8 @@ def test_family_specs() -> None:
 
 
 def test_unknown_family_is_rejected() -> None:
-    row = torch_models.ROWS[0]._replace(family="speech")
-    with pytest.raises(ValueError, match="unknown family 'speech'"):
+    row = torch_models.ROWS[0]._replace(family="audio")
+    with pytest.raises(ValueError, match="unknown family 'audio'"):
         family.spec(row)
 
 
@@ -102,6 +114,8 @@ def test_small_tier_builds_trains_and_infers(name: str) -> None:
         assert isinstance(out, list) and len(out) == spec.batch("small") and set(out[0]) >= {"boxes", "labels"}
     if spec.collection == "segmentation":
         assert tuple(out["out"].shape) == (2, 10, 64, 64)
+    if spec.collection == "speech":
+        assert isinstance(out, torch.Tensor) and out.dim() == 3 and out.shape[0] == spec.batch("small")
 
 
 @pytest.mark.parametrize("name", ["recurrent.seq2seq_lstm", "recommendation.dlrm", "generative.dcgan_generator"])
@@ -132,3 +146,32 @@ def test_ssdlite_eval_scores_are_not_tied_at_random_init() -> None:
         cold_scores = cold(*inputs)[0]["scores"]
     assert torch.all(cold_scores == cold_scores[0])  # the degenerate state the warm-up avoids
     assert warmed_scores.unique().numel() > 100
+
+
+@pytest.mark.parametrize("name", ["speech.wav2vec2", "speech.wavlm"])
+def test_speech_layer_drop_is_switched_off_by_the_dropout_patch(name: str) -> None:
+    """wav2vec2's and WavLM's encoder draws ``torch.rand(1).item()`` per layer in training (layer drop 0.1 at both
+    tiers): a random module the spec declares (``has_dropout``), which ``dropout_to_identity`` switches off like
+    dropout, running every layer without the draw; undone when the patch ends."""
+    import contextlib
+
+    import torch
+
+    spec = buildable(name)
+    assert spec.has_dropout
+    torch.manual_seed(0)
+    model = spec.build_model("small").train()
+    encoder = model.model.encoder.transformer
+    assert patches.is_layer_drop(encoder) and encoder.layer_drop == 0.1
+    assert any("layer_drop=0.1" in found for found in patches.random_modules(model))
+    inputs = spec.build_inputs("small", spec.batch("small"))
+    with contextlib.ExitStack() as stack:
+        patches.patch_module(model, ["dropout_to_identity"], stack)
+        patched = model.model.encoder.transformer
+        assert patched is not encoder and patched.layer_drop == 0.0 and patches.random_modules(model) == []
+        assert patched.layers is encoder.layers  # the same layers and weights, not a copy
+        state = torch.random.get_rng_state()
+        first = model(*inputs)
+        assert torch.equal(torch.random.get_rng_state(), state)  # nothing drawn
+        assert torch.equal(first, model(*inputs))  # training forward, deterministic
+    assert model.model.encoder.transformer is encoder and encoder.layer_drop == 0.1

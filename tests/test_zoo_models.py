@@ -282,7 +282,7 @@ def test_import_does_not_import_torch() -> None:
     code = (
         "import sys, pytest_xla_dynamo.zoo as z; z.resolve_models('all'); z.get_model('vgg16').batch('small'); "
         "heavy = [m for m in ('torch', 'torchvision', 'timm', 'transformers', 'torch_xla', 'diffusers', "
-        "'torch_geometric') if m in sys.modules]; "
+        "'torch_geometric', 'torchaudio') if m in sys.modules]; "
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -27,7 +27,8 @@ def test_public_names_are_the_spec_modules() -> None:
     assert zoo.ModelSpec is zoo_spec.ModelSpec
     assert zoo.TIERS is zoo_spec.TIERS and zoo.SOURCES is zoo_spec.SOURCES
     assert zoo.validate_tier is zoo_spec.validate_tier
-    assert zoo.SOURCES == ("torchvision", "transformers", "timm", "torch", "diffusers", "torch_geometric", "user")
+    assert zoo.SOURCES == ("torchvision", "transformers", "timm", "torch", "diffusers", "torch_geometric", "torchaudio",
+                           "user")
 
 
 def test_tolerance_requires_reason() -> None:

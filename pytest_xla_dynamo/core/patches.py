@@ -130,10 +130,23 @@ def is_stochastic_depth(module: Any) -> bool:
     return attr is not None and float(getattr(module, attr, 0.0) or 0.0) > 0.0
 
 
+# layer drop skips whole layers at random in training: torchaudio's wav2vec2/WavLM/HuBERT encoder
+# (``components.Transformer``) draws ``torch.rand(1).item()`` per layer, at every rate (a graph break under
+# dynamo even at 0), so the patch runs its layers without the draw
+_LAYER_DROP_CLASS = ("torchaudio.models.wav2vec2.components", "Transformer")
+
+
+def is_layer_drop(module: Any) -> bool:
+    """Whether ``module`` is torchaudio's wav2vec2 encoder stack (recognised by class, torchaudio not imported)."""
+    cls = type(module)
+    return (cls.__module__, cls.__name__) == _LAYER_DROP_CLASS
+
+
 def random_modules(model: torch.nn.Module) -> list[str]:
     """The submodules of ``model`` that draw random numbers in training, as ``"name (Class p=...)"``: every
-    ``nn.Dropout*`` with ``p > 0`` and every stochastic depth with a drop rate > 0 (what
-    ``dropout_to_identity`` switches off; the same modules with a rate of 0 are deterministic)."""
+    ``nn.Dropout*`` with ``p > 0``, every stochastic depth with a drop rate > 0 and every torchaudio layer drop
+    (what ``dropout_to_identity`` switches off; dropout and stochastic depth with a rate of 0 are deterministic;
+    layer drop draws at every rate)."""
     from torch.nn.modules.dropout import _DropoutNd
 
     found = []
@@ -143,7 +156,34 @@ def random_modules(model: torch.nn.Module) -> list[str]:
         elif is_stochastic_depth(module):
             rate = float(getattr(module, _STOCHASTIC_DEPTH[type(module).__name__]))
             found.append(f"{name or '(model)'} ({type(module).__name__} p={rate:g})")
+        elif is_layer_drop(module):
+            found.append(f"{name or '(model)'} ({type(module).__name__} layer_drop={float(module.layer_drop):g})")
     return found
+
+
+@cache
+def _without_layer_drop(cls: type) -> type:
+    """A subclass of torchaudio's encoder stack whose forward runs every layer, drawing nothing: its
+    ``forward`` at ``layer_drop=0`` without the ``torch.rand(1).item()`` (torchaudio 2.9's code)."""
+
+    def forward(self: Any, x: Any, attention_mask: Any = None, position_bias: Any = None) -> Any:
+        x = self._preprocess(x)
+        for layer in self.layers:
+            x, position_bias = layer(x, attention_mask, position_bias=position_bias)
+        if not self.layer_norm_first:
+            x = self.layer_norm(x)
+        return x
+
+    return type(f"{cls.__name__}WithoutLayerDrop", (cls,), {"forward": forward, "__module__": __name__})
+
+
+def _no_layer_drop(module: Any) -> Any:
+    """``module`` as a :func:`_without_layer_drop` instance sharing its submodules and parameters (``layer_drop``
+    0), so that undoing the swap gives the original back."""
+    new = object.__new__(_without_layer_drop(type(module)))
+    new.__dict__.update(module.__dict__)  # the same _modules and _parameters dicts: patches inside apply to both
+    new.layer_drop = 0.0
+    return new
 
 
 def _dropout_rewrite(module: Any) -> Any | None:
@@ -151,6 +191,8 @@ def _dropout_rewrite(module: Any) -> Any | None:
 
     if isinstance(module, tuple(getattr(dropout, n) for n in _DROPOUT_NAMES)) or is_stochastic_depth(module):
         return _identity_dropout()()
+    if is_layer_drop(module):
+        return _no_layer_drop(module)
     return None
 
 
@@ -160,7 +202,8 @@ register_patch(Patch(
     _avgpool_classes, _maxpool_rewrite))
 register_patch(Patch(
     "dropout_to_identity",
-    "every nn.Dropout*, torchvision StochasticDepth and timm DropPath becomes nn.Identity (answering .p == 0.0)",
+    "every nn.Dropout*, torchvision StochasticDepth and timm DropPath becomes nn.Identity (answering .p == 0.0); "
+    "torchaudio's wav2vec2 encoder runs every layer (no layer drop)",
     lambda: {n: _identity_dropout() for n in _DROPOUT_NAMES}, _dropout_rewrite))
 
 

@@ -37,10 +37,11 @@ Layout: ``spec`` (:class:`ModelSpec`, tiers, validation, the default loss), ``re
 added as a row of its source's ``ROWS``.
 
 The family collections of issue 30 (``recurrent``, ``video``, ``segmentation``, ``detection``,
-``generative``, ``recommendation``, ``graph``, ``moe``: :data:`family.FAMILIES`) group models by
+``generative``, ``recommendation``, ``graph``, ``moe``, ``speech``: :data:`family.FAMILIES`) group models by
 architecture whatever library builds them; their rows (``family.Row``) live in one module per source:
 ``torch_models`` (plain ``torch.nn``, networks in ``nets``), ``torchvision_families``,
-``diffusers_models``, ``pyg_models`` (torch_geometric) and ``moe_models`` (transformers).
+``diffusers_models``, ``pyg_models`` (torch_geometric), ``moe_models`` (transformers) and, for ``speech``
+(issue 49), ``torchaudio_models``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from pytest_xla_dynamo.zoo import (
     pyg_models,
     timm_models,
     torch_models,
+    torchaudio_models,
     torchvision_families,
     torchvision_models,
     transformers_models,
@@ -90,7 +92,7 @@ __all__ = [
 # collections, each in its source's table order
 # then the family collections of issue 30 (zoo/family.py), in FAMILIES order
 _sources = (torchvision_models, transformers_models, timm_models, torch_models, torchvision_families, diffusers_models,
-            pyg_models, moe_models)
+            pyg_models, moe_models, torchaudio_models)
 _specs = [spec for source in _sources for spec in source.specs()]
 _order = dict.fromkeys([SEED_COLLECTION, *(s.collection for s in _specs if s.collection not in FAMILIES), *FAMILIES])
 for _collection in _order:

@@ -180,3 +180,19 @@ class Detection(nn.Module):
             targets = [{"boxes": boxes[i], "labels": labels[i]} for i in range(images.shape[0])]
             return self.model(list(images), targets)
         return self.model(list(images))
+
+
+class FirstOutput(nn.Module):
+    """A model returning a tuple (torchaudio's ``(output, lengths)``) with ``forward(*tensors)`` returning its
+    first element: the lengths are an integer tensor (or None) that no loss reads. With ``head``, a linear layer
+    from ``width`` features to ``head`` classes on top (an encoder whose last op is a LayerNorm has outputs whose
+    mean, the default loss, does not depend on its inputs)."""
+
+    def __init__(self, model: nn.Module, head: int = 0, width: int = 0) -> None:
+        super().__init__()
+        self.model = model
+        self.head = nn.Linear(width, head) if head else nn.Identity()
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.head(self.model(*args)[0])
+        return out

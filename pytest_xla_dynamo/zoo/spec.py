@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import torch
 
 TIERS = ("small", "full")
-SOURCES = ("torchvision", "transformers", "timm", "torch", "diffusers", "torch_geometric", "user")
+SOURCES = ("torchvision", "transformers", "timm", "torch", "diffusers", "torch_geometric", "torchaudio", "user")
 
 #: the value of ``resolve_models`` meaning "every registered model" (reserved: no model or collection has this name)
 ALL = "all"
