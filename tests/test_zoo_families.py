@@ -160,7 +160,7 @@ def test_speech_layer_drop_is_switched_off_by_the_dropout_patch(name: str) -> No
     spec = buildable(name)
     assert spec.has_dropout
     torch.manual_seed(0)
-    model = spec.build_model("small").train()
+    model: Any = spec.build_model("small").train()
     encoder = model.model.encoder.transformer
     assert patches.is_layer_drop(encoder) and encoder.layer_drop == 0.1
     assert any("layer_drop=0.1" in found for found in patches.random_modules(model))

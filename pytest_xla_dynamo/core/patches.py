@@ -161,10 +161,14 @@ def random_modules(model: torch.nn.Module) -> list[str]:
     return found
 
 
-@cache
+_NO_LAYER_DROP: dict[type, type] = {}
+
+
 def _without_layer_drop(cls: type) -> type:
     """A subclass of torchaudio's encoder stack whose forward runs every layer, drawing nothing: its
-    ``forward`` at ``layer_drop=0`` without the ``torch.rand(1).item()`` (torchaudio 2.9's code)."""
+    ``forward`` at ``layer_drop=0`` without the ``torch.rand(1).item()`` (torchaudio 2.9's code); one per class."""
+    if cls in _NO_LAYER_DROP:
+        return _NO_LAYER_DROP[cls]
 
     def forward(self: Any, x: Any, attention_mask: Any = None, position_bias: Any = None) -> Any:
         x = self._preprocess(x)
@@ -174,13 +178,15 @@ def _without_layer_drop(cls: type) -> type:
             x = self.layer_norm(x)
         return x
 
-    return type(f"{cls.__name__}WithoutLayerDrop", (cls,), {"forward": forward, "__module__": __name__})
+    sub = _NO_LAYER_DROP[cls] = type(f"{cls.__name__}WithoutLayerDrop", (cls,),
+                                     {"forward": forward, "__module__": __name__})
+    return sub
 
 
 def _no_layer_drop(module: Any) -> Any:
     """``module`` as a :func:`_without_layer_drop` instance sharing its submodules and parameters (``layer_drop``
     0), so that undoing the swap gives the original back."""
-    new = object.__new__(_without_layer_drop(type(module)))
+    new: Any = object.__new__(_without_layer_drop(type(module)))
     new.__dict__.update(module.__dict__)  # the same _modules and _parameters dicts: patches inside apply to both
     new.layer_drop = 0.0
     return new
