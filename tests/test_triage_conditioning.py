@@ -39,7 +39,9 @@ def test_find_flips_and_verdict_text() -> None:
     # could not decide (failed, too many flips, a rerun that does not diverge), nor one that explains
     assert still.disproves and not found.disproves
     assert Conditioning(1, note="no activation input changes side (4 elements compared)").disproves
-    for note in ("the check failed: RuntimeError: x", "65 activation inputs change side: more than rounding",
+    failed = Conditioning(1, flips, values, note="diagnosis failed: activation sign-flip check at step 1: Err: x")
+    assert failed.failed and failed.lines("b") == [failed.note] and not found.failed
+    for note in (failed.note, "65 activation inputs change side: more than rounding",
                  "the rerun from eager's weights does not diverge beyond 2x eager's error"):
         assert not Conditioning(1, flips, values, note=note).disproves, note
 

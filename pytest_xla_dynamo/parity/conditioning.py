@@ -31,7 +31,7 @@ from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.cases import PreparedCase, collect
 from pytest_xla_dynamo.core.engine import CaseEngine
 from pytest_xla_dynamo.parity.compare import Tolerance
-from pytest_xla_dynamo.parity.localize import fresh_compile, start_of_step
+from pytest_xla_dynamo.parity.localize import fresh_compile, keep, start_of_step
 from pytest_xla_dynamo.parity.plain_math import plain_math
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ MAX_FLIPS = 64  # more sign changes than this are a divergence of the activation
 FACTOR = 2.0  # same()'s multiplier: a tensor is beyond when its error is over FACTOR x eager's (plus tol / 10)
 FlipSet = dict[str, list[tuple[int, ...]]]  # activation call -> flipped element indices
 NO_FLIP = "no activation input changes side"  # the note of a check that found no flip (it disproves the mechanism)
+FAILED = "diagnosis failed: "  # the note of a check that raised: it decides nothing, and says so
 
 
 class _Activations:
@@ -68,7 +69,7 @@ class _Activations:
             call = name if self._calls[name] == 1 else f"{name}#{self._calls[name]}"
             self.types[call] = type(module).__name__
             x = args[0]
-            self.inputs.append((call, x.clone()))
+            self.inputs.append((call, keep(x)))
             where = self.flips.get(call)
             if not where:
                 return None
@@ -127,6 +128,11 @@ class Conditioning:
         return not self.explains  # it ran to the end: flips, a divergence, and still beyond with them flipped
 
     @property
+    def failed(self) -> bool:
+        """The check itself raised: nothing is decided, and no rule may pick the mechanism's entries in its place."""
+        return self.note.startswith(FAILED)
+
+    @property
     def flip_count(self) -> int:
         return sum(len(v) for v in self.flips.values())
 
@@ -152,6 +158,8 @@ class Conditioning:
                     f"0 of {self.compared} beyond {FACTOR:g}x eager's error from it, {len(self.beyond_fp64)} against "
                     f"the plain fp64 ({', '.join(self.beyond_fp64[:3])}"
                     f"{', ...' if len(self.beyond_fp64) > 3 else ''}); see local:activation-sign-flip-grads"]
+        if self.failed:
+            return [self.note]
         return [f"activation sign flips checked at step {self.step}: " + (self.note or (
             f"{self.flip_count} flip(s) ({self.flips_text()}); with them flipped in fp64 still beyond: "
             f"{', '.join(self.beyond_flipped[:4])}"))]
@@ -193,6 +201,15 @@ def find_flips(fp64: dict[str, torch.Tensor], res: dict[str, torch.Tensor]) -> t
     return flips, values, compared
 
 
+def _same_shapes(res: dict[str, torch.Tensor], eager: dict[str, torch.Tensor]) -> None:
+    """Raise where the hooked rerun's tensors are not shaped like eager's: the compiled graph with the hooks
+    returned other tensors than the model's, and nothing it computed can be compared."""
+    for name, t in res.items():
+        if name in eager and tuple(t.shape) != tuple(eager[name].shape):
+            raise RuntimeError(f"the hooked rerun's {name} has shape {list(t.shape)} where eager's has "
+                               f"{list(eager[name].shape)} (the graph with the hooks returned another tensor)")
+
+
 def check_conditioning(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance,
                        step: int, patches: Sequence[str] = ()) -> Conditioning:
     """The causal check at ``step`` (see the module docstring); never raises (a failure is its ``note``)."""
@@ -200,7 +217,8 @@ def check_conditioning(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend
         return _check(engine, spec, backend, mode, tol, step, patches)
     except Exception as exc:  # a diagnosis: its failure is reported, the case's own stays
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return Conditioning(step, note=f"the check failed: {type(exc).__name__}: {first[:200]}")
+        return Conditioning(step, note=f"{FAILED}activation sign-flip check at step {step}: {type(exc).__name__}: "
+                                       f"{first[:200]}")
 
 
 def _check(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
@@ -213,6 +231,7 @@ def _check(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str,
     res_case = PreparedCase(engine.key(spec, backend, mode, patches), spec, backend, model, inputs)
     res, xb = _run_step(res_case, step)
     del res_case
+    _same_shapes(res, eager)
     found.flips, found.fp64_values, found.activations = find_flips(x64, xb)
     found.beyond_fp64 = _beyond(res, eager, fp64, fp64, tol)
     found.compared = len([n for n, t in res.items() if t.is_floating_point() and not n.startswith("buffer ")])

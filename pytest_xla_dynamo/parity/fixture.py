@@ -103,6 +103,9 @@ class XlaParity(CaseCheck):
                 notes += found.lines(backend.name) if not found.explains else []
                 if found.disproves:
                     triage.ruled_out[MECHANISM] = "no activation sign flip explains it (checked)"
+                elif found.failed:  # undecided: no rule matches the mechanism's entries on the message alone
+                    triage.ruled_out[MECHANISM] = "its causal check failed (diagnosis failed above): not matched " \
+                        "on the message alone"
             if deep:
                 buffers = [t for t in triage.diverging if t.startswith("buffer ")]
                 where = f"localized at step {focus.step}, {focus.tensor} (not yet explained)" \

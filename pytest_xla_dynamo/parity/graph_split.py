@@ -66,7 +66,7 @@ def diagnose(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: st
         split = run(engine, spec, engine.backends.get(SPLIT), mode, tol, shared=False, steps=failing.steps or None)
     except Exception as exc:  # a failed diagnosis is reported, the case's own failure stays
         first = (str(exc).splitlines() or [""])[0][:150]
-        return [f"graph-split check failed: {type(exc).__name__}: {first}"]
+        return [f"diagnosis failed: graph split: {type(exc).__name__}: {first}"]
     worst = failing.divergences[0].max_abs_err if failing.divergences else math.nan
     near = ""
     if not math.isnan(worst) and tol.atol is None:

@@ -12,7 +12,7 @@ step's sync with the rest of the graph; under ``trace_once`` dynamo traces the h
 graph (a compile of its own, :func:`fresh_compile`) and the captured outputs become extra graph outputs,
 so XLA may fuse the graph differently than without them. Input gradients are not captured: full backward hooks are not
 traced by dynamo's graphs; parameter gradients stand for them. Where the hooked rerun itself fails, the
-localization says so instead of a module.
+localization says ``diagnosis failed: localization: <error>`` instead of a module.
 """
 
 from __future__ import annotations
@@ -54,9 +54,7 @@ class _Hooked:
             if isinstance(output, tuple | list):
                 output = next((o for o in output if isinstance(o, torch.Tensor)), None)
             if isinstance(output, torch.Tensor):
-                # clone(), not detach().clone(): under openxla a graph output beside its detached copy loses
-                # requires_grad (known issue local:openxla-detached-copy-drops-grad)
-                outputs.append((name, output.clone()))
+                outputs.append((name, keep(output)))
 
         return hook
 
@@ -80,6 +78,16 @@ class _Hooked:
         grads = {name: p.grad.detach().to("cpu", copy=True) for name, p in case.model.named_parameters()
                  if p.grad is not None}
         return numbered, grads
+
+
+def keep(x: torch.Tensor) -> torch.Tensor:
+    """A copy of ``x`` a hook keeps, that a graph traced with the hook still computes right.
+
+    Not ``detach().clone()``: under openxla a graph output beside its detached copy loses requires_grad (known issue
+    local:openxla-detached-copy-drops-grad). Not ``clone()`` either: openxla's bridge takes a clone for its source
+    and returns the graph's outputs out of order (the model's output swapped with a hooked copy, the backward then
+    fails in mm(), as local:openxla-clone-before-linear-backward-mm). ``x * 1`` is a value of its own."""
+    return x * 1 if x.is_floating_point() else x.clone()
 
 
 def fresh_compile(model: torch.nn.Module, backend: Backend) -> Any:
@@ -133,7 +141,7 @@ def localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: st
         return _localize(engine, spec, backend, mode, tol, step, buffers, patches)
     except Exception as exc:  # a failed localization is reported, the case's own failure stays
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return [f"localization failed: {type(exc).__name__}: {first[:200]}"]
+        return [f"diagnosis failed: localization: {type(exc).__name__}: {first[:200]}"]
 
 
 def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
