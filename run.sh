@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # pytest-xla-dynamo: set up ./.venv if needed, then run the suites or the tests.
-#   ./run.sh suite [pytest args]   the conformance suites, --xla-backend=trace_once, small tier
+#   ./run.sh suite [pytest args]   the conformance suites, --xla-backend=trace_once, small tier (two xdist
+#                                  workers where the machine has the cores and the memory, else one process)
 #   ./run.sh test  [pytest args]   lint, types and the plugin's own tests
 # Idempotent: the venv is reused, and reinstalled only when pyproject.toml changes.
 set -euo pipefail
@@ -37,7 +38,11 @@ cmd="${1:-}"
 case "$cmd" in
   suite)
     setup
-    exec .venv/bin/pytest suites --xla-backend=trace_once "$@"
+    # two pytest-xdist workers where the cores and the memory allow, else one process; one line says which and
+    # why (XLA_SUITE_WORKERS=1|2|auto; -n or -p no:xdist in the arguments wins; docs/ci.md#memory)
+    workers=$(.venv/bin/python -m pytest_xla_dynamo.workers.suite_workers "$@")
+    # shellcheck disable=SC2086  # "-n 2" or nothing
+    exec .venv/bin/pytest suites --xla-backend=trace_once $workers "$@"
     ;;
   test)
     setup

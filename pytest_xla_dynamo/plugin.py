@@ -245,6 +245,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if errors:
         raise pytest.UsageError("\n".join(dict.fromkeys(errors)))
     collection.arrange(xsession, items)
+    from pytest_xla_dynamo.timing.check import name_benchmark
+
+    name_benchmark(items)  # before pytest-benchmark's own hook reads the names (trylast)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -438,16 +441,20 @@ def xla_graphs(request: pytest.FixtureRequest, xla_snapshot: Any) -> GraphCheck:
 @pytest.fixture
 def xla_timing(request: pytest.FixtureRequest) -> Iterator[XlaTiming]:
     """Timing against the baseline: ``xla_timing.check_case(spec, backend)`` (mode from the ``xla_mode``
-    marker), through pytest-benchmark's ``benchmark`` fixture where it is installed. The timed cases run with
-    the thread budget; torch's thread count is given back afterwards, so that what runs after a timing test
-    computes as it would have without it (an ill-conditioned verdict depends on the thread count)."""
+    marker), through pytest-benchmark's ``benchmark`` fixture where it is installed and on (not under
+    pytest-xdist, where it turns itself off: the fixture is not asked for, so it does not warn that it was not
+    used). The timed cases run with the thread budget; torch's thread count is given back afterwards, so that
+    what runs after a timing test computes as it would have without it (an ill-conditioned verdict depends on
+    the thread count)."""
+    from pytest_xla_dynamo.timing.check import benchmark_wanted
+
+    benchmark = request.getfixturevalue("benchmark") if benchmark_wanted(request.config) else None
     _skip_without()
     import torch
 
     from pytest_xla_dynamo.timing.check import XlaTiming
     from pytest_xla_dynamo.timing.threads import apply_torch_threads
 
-    benchmark = request.getfixturevalue("benchmark") if "benchmark" in request.fixturenames else None
     threads = torch.get_num_threads()
     try:
         yield XlaTiming(get_session(request.config), _item(request), benchmark)

@@ -64,6 +64,7 @@ class XlaSession:
         self._thread_budget: ThreadBudget | None = None  # set by the thread-budget plugin
         self.worker_records: dict[str, int] = {}  # controller: records received per worker
         self.worker_peaks: dict[str, int] = {}  # controller: each worker's peak resident memory, kB
+        self.worker_pids: dict[int, str] = {}  # controller: each worker's pid -> its id (the memory figures' names)
         self.recovered_records: dict[str, int] = {}  # controller: records of dead workers, from their reports
         self.dead_workers: list[str] = []  # controller: workers that died before their end
         self.snapshot_cleanup_off = False  # controller: syrupy's unused-snapshot cleanup switched off (a dead worker)
@@ -142,6 +143,8 @@ class XlaSession:
         self.worker_records[worker] = len(records)
         if isinstance(output.get("peak_rss_kb"), int):
             self.worker_peaks[worker] = output["peak_rss_kb"]
+        if isinstance(output.get("pid"), int):
+            self.worker_pids[output["pid"]] = worker
         shard = output.get("shard")
         if shard and self.shard_counts is None:
             self.shard_counts = (int(shard[0]), int(shard[1]))
@@ -151,7 +154,8 @@ class XlaSession:
         from pytest_xla_dynamo.timing.memory import process_peak_kb
 
         return {"records": [r.to_json() for r in self.store],
-                "shard": list(self.shard_counts) if self.shard_counts else None, "peak_rss_kb": process_peak_kb()}
+                "shard": list(self.shard_counts) if self.shard_counts else None, "peak_rss_kb": process_peak_kb(),
+                "pid": os.getpid()}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -125,6 +125,8 @@ def check_session_output(text: str) -> None:
     assert means == [["1.59x", "1.41x (2/3)"], ["3.00x", "1.20x"]]
     assert "fail_to_run" in text  # alexnet trace_everytime train
     assert "pass 2 / fail 1 / xfail 0" in text
+    (memory,) = [line for line in text.splitlines() if line.startswith("memory: ")]
+    assert memory.startswith("memory: all processes together peaked at ") and "; the largest process " in memory
 
 
 def check_files(out: Path) -> None:
@@ -144,6 +146,11 @@ def check_files(out: Path) -> None:
     assert env["PJRT_DEVICE"] == "CPU" and env["iterations_per_run"] == 1 and env["seed"] == 1337
     memory = env["memory"]  # the session's peak resident memory: the largest of its processes'
     assert memory["peak_rss_kb"] == max(memory["processes_peak_rss_kb"].values()) > 10_000
+    # and all of its processes' together, sampled: at least the largest process's RSS at that moment
+    summed = memory["summed_peak"]
+    assert memory["summed_peak_rss_kb"] == sum(summed["at_peak_rss_kb"].values()) > 10_000
+    assert summed["sample_interval_s"] == 0.5 and summed["samples"] >= 1
+    assert "this process" in summed["at_peak_rss_kb"]
     data = (out / "xla-dynamo.png").read_bytes()
     assert len(data) > 1000 and data.startswith(PNG_MAGIC)
 
@@ -192,6 +199,9 @@ def test_plugin_with_xdist(pytester: pytest.Pytester) -> None:
     env = json.loads((pytester.path / "out" / "xla-dynamo.jsonl").read_text().splitlines()[0])["environment"]
     assert env["xdist_workers"] == 2
     assert set(env["memory"]["processes_peak_rss_kb"]) == {"this process", "gw0", "gw1"}  # each worker said
+    # the sampler saw both workers, named by the pid each sent
+    sampled = {name.split(" (pid")[0] for name in env["memory"]["summed_peak"]["processes_peak_rss_kb"]}
+    assert {"this process", "gw0", "gw1"} <= sampled
     # the workers wrote nothing: when their sessionfinish was over, the report folder did not exist
     assert (pytester.path / "witness-gw0").read_text() == "[]"
     assert (pytester.path / "witness-gw1").read_text() == "[]"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from sample_data import parity_record, sample_records, table_rows, timing_record
+from sample_data import parity_record, sample_records, table_rows, timing_figures, timing_record
 
 from pytest_xla_dynamo import report
 from pytest_xla_dynamo.core.capture import Capture
@@ -57,6 +57,25 @@ def test_speedup_table_train(records: list[CaseRecord]) -> None:
     assert rows["alexnet"] == ["4.00x", "fail_to_run"]
     # geomean over the models with a speedup: (2 * 0.5 * 4) ** (1/3) = 1.587; sqrt(1 * 2) = 1.414 on 2 of 3
     assert rows["geomean"] == ["1.59x", "1.41x (2/3)"]
+
+
+def test_the_title_says_the_calibrated_iterations_per_run() -> None:
+    """Where --xla-min-run-time changed the iterations per run of some case, the title gives the range that ran
+    and what was asked; where it changed none (or the records do not say), only what was asked."""
+    def rec(name: str, ran: int | None, min_run_time: float = 0.2) -> CaseRecord:
+        figures = timing_figures()
+        figures.context.min_run_time = min_run_time
+        figures.runs.calibrated_iterations_per_run = ran  # type: ignore[union-attr]
+        return timing_record(name, "trace_once", "train", 1.0, timing=figures)
+
+    title = report.speedup_table([rec("a", 1), rec("b", 40), rec("c", 7)], "train").splitlines()[0]
+    assert title == ("train: speedup over eager (iterations per run: 1-40 (calibrated by --xla-min-run-time=0.2 s; "
+                     "asked: 1), repeat: 5)")
+    title = report.speedup_table([rec("a", 3), rec("b", 3)], "train").splitlines()[0]
+    assert "(iterations per run: 3 (calibrated by --xla-min-run-time=0.2 s; asked: 1), repeat: 5)" in title
+    for same in ([rec("a", 1, 0.0), rec("b", 1, 0.0)], [rec("a", None)]):
+        title = report.speedup_table(same, "train").splitlines()[0]
+        assert title == "train: speedup over eager (iterations per run: 1, repeat: 5)"
 
 
 def test_speedup_table_missing_cells_and_latency(records: list[CaseRecord]) -> None:

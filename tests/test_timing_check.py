@@ -35,6 +35,9 @@ from pytest_xla_dynamo.timing.check import (
     NOT_MEASURED,
     TIMER_NO_BENCHMARK,
     TIMER_REMEASURED,
+    benchmark_off,
+    benchmark_wanted,
+    name_benchmark,
     xdist_refusal,
 )
 from pytest_xla_dynamo.timing.interference import REMEASURE_LIMIT
@@ -93,6 +96,28 @@ def test_xdist_workers_and_refusal(workerinput: dict[str, Any] | None, env: dict
         assert refusal is not None
         assert f"pytest-xdist with {workers} workers" in refusal
         assert "compete" in refusal and "-n 0" in refusal and "no lock" in refusal
+
+
+@pytest.mark.parametrize(("bench", "options", "wanted"), [
+    (None, {}, False),  # pytest-benchmark not installed (or -p no:benchmark)
+    ({"disabled": False, "skip": False}, {}, True),  # on
+    ({"disabled": True, "skip": False}, {}, False),  # turned itself off: pytest-xdist
+    ({"disabled": True, "skip": False}, {"benchmark_disable": True}, True),  # --benchmark-disable: run once through it
+    ({"disabled": False, "skip": True}, {}, True),  # --benchmark-skip: the fixture skips the test
+])
+def test_the_timing_tests_ask_for_pytest_benchmarks_fixture_only_where_it_is_on(
+        bench: dict[str, bool] | None, options: dict[str, bool], wanted: bool) -> None:
+    config: Any = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
+    if bench is not None:
+        config._benchmarksession = SimpleNamespace(**bench)
+    assert benchmark_wanted(config) is wanted
+    assert benchmark_off(config) is (bench is not None and not wanted)
+    names = ["xla_timing", "xla_model"]  # shared by a function's parametrized tests
+    items: Any = [SimpleNamespace(config=config, fixturenames=names) for _ in range(2)]
+    items.append(SimpleNamespace(config=config, fixturenames=["xla_parity"]))
+    name_benchmark(items)  # what pytest-benchmark's --benchmark-only and --benchmark-skip read at collection
+    assert names == ["xla_timing", "xla_model"] + ["benchmark"] * wanted
+    assert items[-1].fixturenames == ["xla_parity"]
 
 
 def test_an_unreliable_record_shows_as_such_in_the_table_and_stays_out_of_the_geomean() -> None:
@@ -168,8 +193,13 @@ def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest
         "--xla-report-dir=rep", timeout=TIMEOUT)
     result.assert_outcomes(passed=4)
     out = result.stdout.str()
-    # the report's table: both modes, both backends, a geomean row
-    assert "train: speedup over eager (iterations per run: 2, repeat: 2)" in out
+    # the report's table: both modes, both backends, a geomean row; the title says the iterations per run that ran
+    records = {(r["backend"], r["mode"]): r for r in _records(suite.path / "rep" / "xla-dynamo.jsonl")}
+    ran = sorted(r["extra"]["calibrated_iterations_per_run"] for (_, mode), r in records.items() if mode == "train")
+    span = str(ran[0]) if ran[0] == ran[-1] else f"{ran[0]}-{ran[-1]}"
+    its = ("iterations per run: 2" if ran == [2, 2]
+           else f"iterations per run: {span} (calibrated by --xla-min-run-time=0.2 s; asked: 2)")
+    assert f"train: speedup over eager ({its}, repeat: 2)" in out
     assert "infer: speedup over eager" in out
     assert "XLA (trace once)" in out and "XLA (trace everytime)" in out
     assert out.count("| geomean") == 2
@@ -178,7 +208,6 @@ def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest
     assert out.count(f"benchmark '{BENCHMARK_GROUP.format(mode='infer')}'") == 1
     assert "benchmark 'train tiny'" not in out
 
-    records = {(r["backend"], r["mode"]): r for r in _records(suite.path / "rep" / "xla-dynamo.jsonl")}
     assert set(records) == {(b, m) for b in ("trace_once", "trace_everytime") for m in ("train", "infer")}
     bench = {b["fullname"]: b for b in json.loads((suite.path / "out.json").read_text())["benchmarks"]}
     assert len(bench) == 4
@@ -369,7 +398,10 @@ def test_benchmark_disable_runs_once_and_records_not_measured(suite: pytest.Pyte
     assert "not_measured" in result.stdout.str()  # the table's cell says why there is no speedup
 
 
-def test_a_suite_without_the_benchmark_fixture_times_with_its_own_loop(suite: pytest.Pytester) -> None:
+def test_without_pytest_benchmark_the_plugin_times_with_its_own_loop(suite: pytest.Pytester) -> None:
+    """A test of xla_timing that does not name pytest-benchmark's fixture: without pytest-benchmark
+    (``-p no:benchmark``) the runs are timed by the plugin's own loop; with it and ``--benchmark-disable`` the
+    case runs once through the fixture, not measured."""
     suite.path.joinpath("test_timing.py").unlink()
     suite.makepyfile(test_mine="""
         import torch
@@ -382,7 +414,7 @@ def test_a_suite_without_the_benchmark_fixture_times_with_its_own_loop(suite: py
         def test_after_it_torch_has_its_threads_back():  # the budget (auto: 1 on 2 cores) stayed in the timing test
             assert torch.get_num_threads() == BEFORE
     """)
-    for flags, status in (((), None), (("--benchmark-disable",), NOT_MEASURED)):
+    for flags, status in ((("-p", "no:benchmark"), None), (("--benchmark-disable",), NOT_MEASURED)):
         result = suite.runpytest_subprocess(*COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-repeat=2",
                                             "--xla-report=json", "--xla-report-dir=rep", *flags, timeout=TIMEOUT)
         result.assert_outcomes(passed=2)
@@ -429,6 +461,9 @@ def test_two_xdist_workers_time_under_the_machine_lock(suite: pytest.Pytester) -
     result.assert_outcomes(passed=3)
     out = result.stdout.str()
     assert "| geomean" in out
+    # pytest-benchmark turned itself off: the timing test did not ask for its fixture, which would only have warned
+    for text in ("PytestBenchmarkWarning", "Benchmark fixture was not used", "Benchmarks are automatically disabled"):
+        assert text not in out + result.stderr.str()
     workers = [re.findall(rf"\[(gw\d)\] .*PASSED .*{name}", out) for name in ("test_timing_train", "test_same_model")]
     assert workers[0] and workers[0] == workers[1], out
     (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")

@@ -28,7 +28,7 @@ from pytest_xla_dynamo.records import CaseRecord, sort_records
 from pytest_xla_dynamo.report.jsonl import environment_info
 from pytest_xla_dynamo.report.tables import speedup_tables, status_table
 from pytest_xla_dynamo.report.writer import ReportSet, Terminated, file_formats
-from pytest_xla_dynamo.timing.memory import process_peak_kb, session_peaks
+from pytest_xla_dynamo.timing.memory import TreeSampler, memory_line, process_peak_kb, session_peaks
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
@@ -47,6 +47,11 @@ class ReportPlugin:
         self.errors: list[str] = []
         self.interrupted = False  # Ctrl-C or pytest.exit during the session
         self.reports: ReportSet | None = None  # the set this session wrote
+        # the peak of all the session's processes together, sampled by the process that reports only
+        self.sampler = TreeSampler() if session.reports_here else None
+        if self.sampler is not None and not self.sampler.start():
+            self.sampler = None
+        self.memory: dict[str, Any] | None = None  # the environment's memory, once the session ended
 
     def records(self) -> list[CaseRecord]:
         """The session's records in a stable order (under xdist they arrive as workers finish):
@@ -61,6 +66,19 @@ class ReportPlugin:
     @pytest.hookimpl
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
         self.interrupted = True
+
+    def _memory(self) -> dict[str, Any]:
+        """The session's peaks (:func:`session_peaks`): its largest process's, each process's and, sampling
+        stopped now, all processes' together."""
+        if self.memory is None:
+            summed = self.sampler.stop(self.session.worker_pids) if self.sampler is not None else None
+            self.memory = session_peaks(process_peak_kb(), self.session.worker_peaks, summed)
+        return self.memory
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -102,7 +120,7 @@ class ReportPlugin:
             numprocesses = getattr(self.config.option, "numprocesses", None)
             workers = numprocesses if isinstance(numprocesses, int) else 0
         environment = environment_info(xcfg, argv=self.config.invocation_params.args, workers=workers)
-        environment["memory"] = session_peaks(process_peak_kb(), self.session.worker_peaks)
+        environment["memory"] = self._memory()
         reports = self.reports = ReportSet(records, formats, xcfg.report_dir, environment, xcfg.baseline_backend)
         try:
             reports.write()
@@ -140,6 +158,7 @@ class ReportPlugin:
         if self.interrupted or exitstatus in UNFINISHED:
             line += " (session interrupted)"
         tr.write_line(line)
+        tr.write_line(memory_line(self._memory()))  # what ran, interrupted or not
         if "table" in xcfg.report:
             status = status_table(records)
             if status:

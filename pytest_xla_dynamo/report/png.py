@@ -20,7 +20,7 @@ from pytest_xla_dynamo.report.tables import (
     compared,
     format_speedup,
     geomean,
-    joined,
+    iterations_text,
     latest,
     ordered,
     record_speedup,
@@ -81,8 +81,7 @@ def write_png(records: Iterable[CaseRecord], path: str | os.PathLike[str],
             ax.axvline(len(models) - 0.5, color="grey", linewidth=0.6)
         ax.set_xticks(range(len(groups)), groups, rotation=30, ha="right")
         ax.set_ylabel(f"speedup over {base}")
-        its = joined((r.iterations_per_run for r in in_mode), env.get("iterations_per_run"))
-        ax.set_title(f"{mode} (iterations per run: {its})")
+        ax.set_title(f"{mode} ({iterations_text(in_mode, env.get('iterations_per_run'))})")
         if backends:
             ax.legend(fontsize=8)
     with atomic_write(path, binary=True) as f:

@@ -152,6 +152,26 @@ def speedup_column(cells: Cells, backend: str, mode: str, *, latency: bool = Fal
     return Column(SEED_LABELS.get(backend, backend), cell, summary)
 
 
+def calibrated(record: CaseRecord) -> int | None:
+    """The iterations per run the record's timed runs ran (``--xla-min-run-time``'s calibration; None: not said)."""
+    runs = record.timing.runs if record.timing is not None else None
+    return runs.calibrated_iterations_per_run if runs is not None else None
+
+
+def iterations_text(records: Sequence[CaseRecord], fallback: int | None = None) -> str:
+    """What the title says of the iterations per run: those asked for (``--xla-iterations-per-run``, from the
+    records; ``fallback`` where they do not say), and, where the calibration changed them for some case, the
+    range that ran: ``iterations per run: 1-40 (calibrated by --xla-min-run-time=0.2 s; asked: 1)``."""
+    asked = joined((r.iterations_per_run for r in records), fallback)
+    ran = [(r, n) for r in records if (n := calibrated(r)) is not None]
+    if not any(n != r.iterations_per_run for r, n in ran):
+        return f"iterations per run: {asked}"
+    low, high = min(n for _, n in ran), max(n for _, n in ran)
+    minimum = joined((r.timing.context.min_run_time for r, _ in ran if r.timing is not None), None)
+    return (f"iterations per run: {low if low == high else f'{low}-{high}'} (calibrated by "
+            f"--xla-min-run-time={minimum} s; asked: {asked})")
+
+
 def speedup_table(records: Iterable[CaseRecord], mode: str, *, baseline: str | None = None,
                   iterations_per_run: int | None = None, repeat: int | None = None,
                   latency: bool = False) -> str:
@@ -161,16 +181,16 @@ def speedup_table(records: Iterable[CaseRecord], mode: str, *, baseline: str | N
     A cell is the speedup (``1.23x``; with ``latency``, also the backend's median ms per iteration), the
     record's status when it has no speedup (``fail_to_run``), or ``-`` when the case has no record. The
     geomean is over the models that have a speedup for that backend, with ``(n/N)`` when some do not.
-    The title names the mode, the baseline, iterations per run and repeat (from the records; the
-    keyword arguments are the fallback when the records do not say). Empty string: no such records.
+    The title names the mode, the baseline, iterations per run (as calibrated where the calibration changed
+    them: :func:`iterations_text`) and repeat (from the records; the keyword arguments are the fallback when the
+    records do not say). Empty string: no such records.
     """
     base, chosen = compared([r for r in records if r.mode == mode], baseline)
     if not chosen:
         return ""
     cells = latest(chosen)
     columns = [speedup_column(cells, b, mode, latency=latency) for b in ordered(r.backend for r in chosen)]
-    title = (f"{mode}: speedup over {base} (iterations per run: "
-             f"{joined((r.iterations_per_run for r in chosen), iterations_per_run)}, "
+    title = (f"{mode}: speedup over {base} ({iterations_text(chosen, iterations_per_run)}, "
              f"repeat: {joined((r.repeat for r in chosen), repeat)})")
     return title + "\n" + grid(columns, ordered(r.name for r in chosen), summary="geomean")
 

@@ -4,9 +4,10 @@ pytest-benchmark's switches keep their meaning: ``--benchmark-skip`` skips the t
 ``--benchmark-disable`` runs each case once (one baseline run, one backend run) and records it as
 ``not_measured`` without a speedup. Under pytest-xdist with more than one worker the timed runs hold the
 machine lock exclusive (:mod:`~pytest_xla_dynamo.workers.machine_lock`: the other workers wait); where there is
-no lock, timing is refused (a skip naming the fix). With one worker (``-n 1``)
-pytest-benchmark disables itself, so the runs are timed by the same interleaved loop with
-``time.perf_counter`` and the record says so (``TimingRuns.timer``). pytest-benchmark stores the
+no lock, timing is refused (a skip naming the fix). Under pytest-xdist pytest-benchmark disables itself, so
+the ``xla_timing`` fixture does not ask for its ``benchmark`` fixture (:func:`benchmark_wanted`: it would only
+warn that it was not used), the runs are timed by the same interleaved loop with ``time.perf_counter`` and the
+record says so (``TimingRuns.timer``). pytest-benchmark stores the
 backend's seconds *per run*; the figures recorded here are per iteration. Its per-case tables are
 grouped, one per mode (``benchmark.group``). XLA compilations during the timed runs are counted
 (``recompiles``) and warned about, since they would pollute the steady figure.
@@ -91,6 +92,34 @@ def xdist_refusal(workers: int, cores: int | None = None, locked: bool = False) 
 def _user_disabled(config: pytest.Config) -> bool:
     """``--benchmark-disable`` given (and not overridden by ``--benchmark-enable``)."""
     return bool(config.getoption("benchmark_disable", False)) and not config.getoption("benchmark_enable", False)
+
+
+def benchmark_off(config: pytest.Config) -> bool:
+    """Whether pytest-benchmark is installed and turned itself off: under pytest-xdist (controller and workers),
+    or without ``statistics``. Not ``--benchmark-disable`` (the user's: it runs each case once through the
+    fixture) nor ``--benchmark-skip`` (the fixture skips the test)."""
+    bench = getattr(config, "_benchmarksession", None)
+    return bench is not None and bool(bench.disabled) and not bench.skip and not _user_disabled(config)
+
+
+def benchmark_wanted(config: pytest.Config) -> bool:
+    """Whether a timing test uses pytest-benchmark's ``benchmark`` fixture: where pytest-benchmark is installed
+    and not turned off (:func:`benchmark_off`). Where it is off the fixture would only warn, once per test,
+    "Benchmark fixture was not used at all in this test!", and the runs are timed by the plugin's own loop."""
+    return hasattr(config, "_benchmarksession") and not benchmark_off(config)
+
+
+def name_benchmark(items: list[pytest.Item]) -> None:
+    """Where pytest-benchmark is wanted (:func:`benchmark_wanted`), the tests that use ``xla_timing`` name its
+    ``benchmark`` fixture as if they requested it (``xla_timing`` asks for it when it runs): pytest-benchmark
+    reads the names at collection, so that ``--benchmark-only`` keeps these tests and ``--benchmark-skip``
+    skips them. The names are shared by a function's parametrized tests: added once."""
+    if not items or not benchmark_wanted(items[0].config):
+        return
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        if isinstance(names, list) and "xla_timing" in names and "benchmark" not in names:
+            names.append("benchmark")
 
 
 def host_bound(backend: Backend) -> bool:
@@ -287,7 +316,7 @@ class XlaTiming(CaseCheck):
         user_disabled = disabled and _user_disabled(self.session.config)
         if user_disabled:
             timer = "none (--benchmark-disable: one run each, not measured)"
-        elif benchmark is None:
+        elif benchmark is None and not benchmark_off(self.session.config):
             timer = TIMER_NO_BENCHMARK
         elif disabled:
             timer = TIMER_OWN.format(why=" under pytest-xdist" if self.session.worker_count else "")
