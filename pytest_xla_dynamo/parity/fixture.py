@@ -85,35 +85,55 @@ class XlaParity(CaseCheck):
             notes += [f"eager's fast-path check did not run: {fast.error}"] if fast.error else []
         registry = self.session.known_issues if self.session.known_issues is not None else ()
         if deep and result.divergences:
-            from pytest_xla_dynamo.parity.conditioning import MECHANISM, check_conditioning
-            from pytest_xla_dynamo.parity.graph_split import diagnose
-            from pytest_xla_dynamo.parity.localize import localize
-            from pytest_xla_dynamo.triage.matching import not_yet_explained
-
-            # the step and tensors the registry does not explain yet (a known step-1 running_var aside)
-            todo = set(not_yet_explained(registry, triage.failure()))
-            focus = next((d for d in result.divergences if d.tensor in todo), result.divergences[0])
-            patches = self.engine.patch_names(spec)
-            if mode == "train" and (focus.step > 1 or focus.group == "grads"):  # a sign flip's symptoms
-                found = check_conditioning(self.engine, spec, backend, mode, result.tolerance, focus.step, patches)
-                if found.explains:
-                    triage.verdict, triage.classification = found.lines(backend.name), "ill_conditioned"
-                    triage.no_proposal = "ill-conditioned (an activation's sign flip), not a backend bug"
-                    deep = False
-                notes += found.lines(backend.name) if not found.explains else []
-                if found.disproves:
-                    triage.ruled_out[MECHANISM] = "no activation sign flip explains it (checked)"
-                elif found.failed:  # undecided: no rule matches the mechanism's entries on the message alone
-                    triage.ruled_out[MECHANISM] = "its causal check failed (diagnosis failed above): not matched " \
-                        "on the message alone"
-            if deep:
-                buffers = [t for t in triage.diverging if t.startswith("buffer ")]
-                where = f"localized at step {focus.step}, {focus.tensor} (not yet explained)" \
-                    if focus is not result.divergences[0] else ""
-                triage.localization = [*([where] if where else []), *localize(
-                    self.engine, spec, backend, mode, result.tolerance, focus.step, buffers, patches), *notes]
-                triage.graph_split = diagnose(self.engine, spec, backend, mode, result.tolerance, result)
+            self._diagnose(spec, backend, mode, result, triage, registry, notes)
         return triage.analyze(registry, installed_versions())
+
+    def _diagnose(self, spec: zoo.ModelSpec, backend: Backend, mode: str, result: ParityResult, triage: Triage,
+                  registry: Any, notes: list[str]) -> None:
+        """The reruns of an undeclared accuracy failure: the sign-flip causal check, the localization (and the
+        op-level entries of what it names), the graph split; their verdicts and lines go on ``triage``."""
+        from pytest_xla_dynamo.parity.conditioning import MECHANISM, check_conditioning
+        from pytest_xla_dynamo.parity.graph_split import diagnose
+        from pytest_xla_dynamo.parity.localize import Suspect, localize
+        from pytest_xla_dynamo.triage.matching import not_yet_explained
+
+        # the step and tensors the registry does not explain yet (a known step-1 running_var aside)
+        todo = set(not_yet_explained(registry, triage.failure()))
+        focus = next((d for d in result.divergences if d.tensor in todo), result.divergences[0])
+        patches = self.engine.patch_names(spec)
+        if mode == "train" and (focus.step > 1 or focus.group == "grads"):  # a sign flip's symptoms
+            found = check_conditioning(self.engine, spec, backend, mode, result.tolerance, focus.step, patches)
+            if found.explains:
+                triage.verdict, triage.classification = found.lines(backend.name), "ill_conditioned"
+                triage.no_proposal = "ill-conditioned (an activation's sign flip), not a backend bug"
+                return
+            notes += found.lines(backend.name)
+            if found.disproves:
+                triage.ruled_out[MECHANISM] = "no activation sign flip explains it (checked)"
+            elif found.failed:  # undecided: no rule matches the mechanism's entries on the message alone
+                triage.ruled_out[MECHANISM] = "its causal check failed (diagnosis failed above): not matched " \
+                    "on the message alone"
+        buffers = [t for t in triage.diverging if t.startswith("buffer ")]
+        where = f"localized at step {focus.step}, {focus.tensor} (not yet explained)" \
+            if focus is not result.divergences[0] else ""
+        suspects: list[Suspect] = []
+        triage.localization = [*([where] if where else []), *localize(
+            self.engine, spec, backend, mode, result.tolerance, focus.step, buffers, patches, suspects), *notes]
+        self._explain_by_ops(triage, registry, suspects, focus.group)
+        triage.graph_split = diagnose(self.engine, spec, backend, mode, result.tolerance, result)
+
+    @staticmethod
+    def _explain_by_ops(triage: Triage, registry: Any, suspects: Sequence[Any], group: str) -> None:
+        """An op-level entry covering an op the localization names, in the direction of the first unexplained
+        divergence (a gradient: backward): the verdict, and no new entry proposed."""
+        from pytest_xla_dynamo.triage.mechanisms import op_explanations
+
+        direction = "backward" if group == "grads" else "forward"
+        found = op_explanations(registry, [(k, w, at) for k, w, at, d in suspects if d == direction], direction)
+        if found:
+            triage.verdict = [line for explanation in found for line in explanation.lines()]
+            triage.classification = "known_op"
+            triage.no_proposal = f"explained by the op-level entry {found[0].entry.id}"
 
     def _fast_path(self, spec: zoo.ModelSpec, mode: str, result: ParityResult) -> FastPathCheck:
         """Eager's first step on its fast paths against its plain math path, on a fresh CPU model of the case."""

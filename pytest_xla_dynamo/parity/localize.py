@@ -133,21 +133,31 @@ def start_of_step(
     return key, model, inputs, fp64_model, fp64_inputs
 
 
+Suspect = tuple[str, str, str, str]  # (kind "module" or "call", type or function, where, direction)
+
+
 def localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
-             buffers: Sequence[str] = (), patches: Sequence[str] = ()) -> list[str]:
+             buffers: Sequence[str] = (), patches: Sequence[str] = (),
+             suspects: list[Suspect] | None = None) -> list[str]:
     """The localization of an accuracy failure at ``step``, as lines (see the module docstring);
-    ``buffers``: the diverging buffers, named with their owning modules."""
+    ``buffers``: the diverging buffers, named with their owning modules; ``suspects`` gets what runs where the
+    divergence starts (the forward culprit and its calls; the parameterless modules and calls the diverging
+    gradient flows in through), for the op-level entries (:mod:`pytest_xla_dynamo.triage.mechanisms`)."""
     try:
-        return _localize(engine, spec, backend, mode, tol, step, buffers, patches)
+        return _localize(engine, spec, backend, mode, tol, step, buffers, patches,
+                         suspects if suspects is not None else [])
     except Exception as exc:  # a failed localization is reported, the case's own failure stays
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return [f"diagnosis failed: localization: {type(exc).__name__}: {first[:200]}"]
 
 
 def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
-              buffers: Sequence[str], patches: Sequence[str]) -> list[str]:
+              buffers: Sequence[str], patches: Sequence[str], suspects: list[Suspect]) -> list[str]:
+    from pytest_xla_dynamo.parity.census import take
+
     with plain_math():  # the references on eager's plain path, as parity's (XLA never takes the fast paths)
         key, model, inputs, fp64_model, fp64_inputs = start_of_step(engine, spec, mode, step, patches)
+        census = take(model, inputs, mode == "train")
         ref_out, ref_grads = _Hooked(PreparedCase(key, spec, engine.eager, model, inputs)).run(step)
         fp64_out, fp64_grads = _Hooked(PreparedCase(key, spec, engine.eager, fp64_model, fp64_inputs)).run(step)
     res_key = engine.key(spec, backend, mode, patches)
@@ -167,6 +177,9 @@ def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: s
         before = f"; the module before it, {previous}, matches" if previous else ""
         lines.append(f"first diverging output: {name} ({_module_type(model, name)}), call {index + 1} of "
                      f"{len(ref_out)} in execution order: {problem.split(': ', 1)[-1]}{before}")
+        base = name.split("#", 1)[0]
+        suspects += [(e.kind, e.what, e.name or "the model", "forward") for e in census.events
+                     if e.name == base or (e.kind == "call" and e.name.startswith(base + "."))]
     if unseen and res_out:  # never named as culprits: the backend's hooks did not see them
         lines.append(f"{len(unseen)} of {len(ref_out)} module calls not observed on {backend.name} (not compared): "
                      + ", ".join(unseen[:3]) + (", ..." if len(unseen) > 3 else ""))
@@ -179,6 +192,12 @@ def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: s
             name, problem = backward
             lines.append(f"first diverging gradient in backward order: {name} ({_module_type(model, name)}): "
                          f"{problem}")
+            path = census.between(name)
+            suspects += [(e.kind, e.what, e.name or "the model", "backward") for e in path]
+            shown = [f"{e.name} ({e.what})" for e in path if e.kind == "module"]
+            if shown:  # a module without parameters has no gradient of its own to compare: named here
+                lines.append("its gradient flows in through parameterless " + ", ".join(shown[:4])
+                             + (", ..." if len(shown) > 4 else ""))
     owners = dict.fromkeys(b.removeprefix("buffer ").rsplit(".", 1)[0] for b in buffers)
     if owners:
         shown = ", ".join(f"{o} ({_module_type(model, o)})" for o in list(owners)[:3])

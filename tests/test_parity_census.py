@@ -1,0 +1,41 @@
+"""The census of what a model runs: module calls and torch.nn.functional calls in order, with a dropout's
+probability and training flag, and what lies between a module and the next one with parameters."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def test_between_names_parameterless_modules_and_calls() -> None:
+    from torch import nn
+
+    from pytest_xla_dynamo.parity.census import take
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.act, self.b = nn.Linear(4, 4), nn.ELU(), nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(torch.nn.functional.dropout(self.act(self.a(x)), 0.25, self.training))
+
+    census = take(Net(), (torch.randn(2, 4),), True)
+    assert [(e.kind, e.name, e.what) for e in census.between("a")] == [
+        ("call", "act", "elu"), ("module", "act", "ELU"), ("call", "", "dropout")]
+    drop = census.between("a")[-1]
+    assert drop.floats == (("p", 0.25),) and drop.training is True
+    assert take(Net(), (torch.randn(2, 4),), False).between("a")[-1].training is False
+
+
+def test_attention_dropout_is_seen_with_its_probability() -> None:
+    from torch import nn
+
+    from pytest_xla_dynamo.parity.census import take
+
+    mha = nn.MultiheadAttention(8, 2, dropout=0.1)
+    x = torch.randn(3, 2, 8)
+    events = take(mha, (x, x, x), True).events
+    call = next(e for e in events if e.what == "multi_head_attention_forward")
+    assert call.floats == (("dropout_p", 0.1),) and call.training is True
