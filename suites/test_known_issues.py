@@ -775,3 +775,26 @@ def test_unfold_stays_on_xla(xla_device: Any) -> None:
     after = _fallbacks(met, "im2col", "col2im")
     fell_back = {n: c - before.get(n, 0) for n, c in after.items() if c - before.get(n, 0)}
     assert not fell_back, f"F.unfold fell back to the CPU: {fell_back}"
+
+
+def test_clone_of_a_saved_result_keeps_the_output_under_openxla(xla_device: Any) -> None:
+    """local:openxla-clone-of-saved-result-wrong-output: under openxla, a training graph (inputs requiring grad)
+    that multiplies the clone of a result autograd saves (``exp(p)``; a softmax, and ``F.dropout(p=0.0)`` in
+    training, which is a clone, do the same) returns that result in place of the product: ``bmm(exp(p).clone(), v)``
+    comes back with ``exp(p)``'s shape, and dynamo's fake run of the next frame fails on it (torchaudio's Emformer:
+    softmax -> dropout -> bmm in its attention, across the padding mask's graph break)."""
+
+    def step(p: Any, v: Any, x: Any) -> Any:
+        y = torch.bmm(torch.exp(p).clone(), v)
+        torch._dynamo.graph_break()
+        return y + x
+
+    p = torch.randn(2, 6, 5, device=xla_device, requires_grad=True)
+    v = torch.randn(2, 5, 4, device=xla_device, requires_grad=True)
+    x = torch.randn(2, 6, 4, device=xla_device)
+    torch._dynamo.reset()
+    try:
+        out = torch.compile(step, backend="openxla")(p, v, x)
+    finally:
+        torch._dynamo.reset()
+    assert tuple(out.shape) == (2, 6, 4)
