@@ -23,7 +23,7 @@ setup() {
   if [ ! -f "$stamp" ]; then
     echo "run.sh: installing torch 2.9.0, torch_xla 2.9.0 and the plugin into .venv (a few minutes, ~7 GB)"
     .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[xla,dev]"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[xla,families,dev]"
     rm -f .venv/.installed-*
     touch "$stamp"
   fi

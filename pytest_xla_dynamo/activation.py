@@ -55,9 +55,12 @@ PLUGIN_MARKERS = frozenset(line.split(":")[0].split("(")[0] for line in MARKERS 
 XLA_FIXTURES = frozenset({"xla_device", "xla_backend", "tensor_mode", "xla_parity", "xla_graphs", "xla_timing",
                           "xla_model"})
 #: every fixture the plugin defines (using one activates the plugin; only XLA_FIXTURES make an XLA test)
-PLUGIN_FIXTURES = XLA_FIXTURES | {"xla_config_obj", "xla_patches", "xla_snapshot", "xla_subprocess"}
+PLUGIN_FIXTURES = XLA_FIXTURES | {"xla_config_obj", "xla_patches", "xla_snapshot", "xla_subprocess", "xla_op",
+                                   "xla_direction", "xla_ops"}
 #: what a test function must use for ``pytest_generate_tests`` to parametrize it
-PARAMETRIZED_FIXTURES = frozenset({"xla_model", "xla_backend", "tensor_mode"})
+PARAMETRIZED_FIXTURES = frozenset({"xla_model", "xla_backend", "tensor_mode", "xla_op"})
+#: the op suite's fixture: its cases run in the op server's process (torch_xla there, not in pytest's)
+OP_FIXTURE = "xla_op"
 #: the hooks a project implements to extend the plugin (implementing one activates it at configure)
 EXTENSION_HOOKS = ("pytest_xla_register_backends", "pytest_xla_register_models", "pytest_xla_register_patches",
                    "pytest_xla_known_issues")
@@ -77,9 +80,17 @@ def register_markers(config: pytest.Config) -> None:
 
 
 def needs_xla(item: pytest.Item) -> bool:
-    """Whether ``item`` needs torch and torch_xla: the ``xla`` marker or one of :data:`XLA_FIXTURES`."""
+    """Whether ``item`` needs torch and torch_xla in this process: the ``xla`` marker or one of :data:`XLA_FIXTURES`
+    (an op case does not: it runs in the op server, :func:`runs_ops`)."""
+    if runs_ops(item):
+        return False
     return item.get_closest_marker("xla") is not None or bool(
         XLA_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
+def runs_ops(item: pytest.Item) -> bool:
+    """Whether ``item`` is an op case (:data:`OP_FIXTURE`): it needs XLA in the op server, not in this process."""
+    return OP_FIXTURE in getattr(item, "fixturenames", ())
 
 
 def uses_plugin(item: pytest.Item) -> bool:

@@ -36,6 +36,12 @@ def parametrize(session: XlaSession, metafunc: pytest.Metafunc) -> None:
     """Parametrize the plugin's fixtures of one test function (see the module docstring)."""
     xcfg, registry = session.xcfg, session.backends
     names = metafunc.fixturenames
+    if "xla_op" in names:  # the op suite: ops, backends and directions in one parametrization (ops/plugin.py)
+        chosen = marker_values(metafunc.definition, "xla_backend")
+        backends = _valid(chosen, registry.names(), registry.aliases) if chosen is not None else list(xcfg.backends)
+        ops = session.config.pluginmanager.get_plugin("xla_dynamo_ops")
+        ops.parametrize(metafunc, backends)
+        return
     if "xla_model" in names:
         chosen = marker_values(metafunc.definition, "xla_models")
         models = _valid(chosen, zoo.model_names()) if chosen is not None else list(xcfg.models)

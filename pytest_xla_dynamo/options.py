@@ -165,6 +165,10 @@ OPTIONS: tuple[Option, ...] = (
            "1", metavar="INT"),
     Option("summary", "write a Markdown summary (CI job summary) to FILE", "", metavar="FILE"),
     Option("shard", "run shard I of N of the cases (I in 1..N)", "", metavar="I/N"),
+    Option("ops", "OpInfo ops of the op suite (suites/test_ops.py): 'smoke', 'all', 'none', or a comma list of op "
+           "ids or globs (nn.functional.*)", "smoke", metavar="OPS"),
+    Option("write-repro", "write a standalone reproducer (torch and torch_xla only) of each failing op sample to "
+           "DIR", "", metavar="DIR"),
 )
 OPTIONS_BY_DEST: Mapping[str, Option] = {o.dest: o for o in OPTIONS}
 

@@ -35,7 +35,7 @@ LISTED_BY_HELP = "(listed by pytest --help)"
 HELP_VALUES = ("backends", "patches", "collections", "cpu_isas")
 #: the concern plugins, registered as ``xla_dynamo_<name>`` in this order (triage after known issues, so that
 #: its report wrapper sees the judged report); a late activation shows their header lines in this order too
-CONCERNS = ("cpu_isa", "threads", "known_issues", "triage", "isolation", "sharding", "report", "gating")
+CONCERNS = ("cpu_isa", "threads", "known_issues", "triage", "isolation", "sharding", "report", "gating", "ops")
 
 
 # --- options and configuration ---------------------------------------------------------------------
@@ -125,6 +125,7 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     _use_loadgroup(config)
     from pytest_xla_dynamo.gating.plugin import GatingPlugin
     from pytest_xla_dynamo.known_issues.plugin import KnownIssuesPlugin
+    from pytest_xla_dynamo.ops.plugin import OpsPlugin
     from pytest_xla_dynamo.report.plugin import ReportPlugin
     from pytest_xla_dynamo.triage.plugin import TriagePlugin
     from pytest_xla_dynamo.workers.cpu_isa import CpuIsaPlugin
@@ -136,7 +137,7 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     factories: dict[str, Callable[[XlaSession], object]] = {
         "cpu_isa": CpuIsaPlugin, "threads": ThreadBudgetPlugin, "known_issues": KnownIssuesPlugin,
         "triage": TriagePlugin, "isolation": IsolationPlugin, "sharding": ShardingPlugin, "report": ReportPlugin,
-        "gating": GatingPlugin}
+        "gating": GatingPlugin, "ops": OpsPlugin}
     for name in CONCERNS:
         manager.register(factories[name](session), f"xla_dynamo_{name}")
     return session
@@ -261,8 +262,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     xsession = get_session(session.config)
     # a test skipped unconditionally (where torch_xla is missing, every XLA test is) runs nothing
-    xsession.runs_xla = any(activation.needs_xla(item) and item.get_closest_marker("skip") is None
-                            for item in session.items)
+    xsession.runs_xla = any((activation.needs_xla(item) or activation.runs_ops(item))
+                            and item.get_closest_marker("skip") is None for item in session.items)
     if xsession.runs_xla:
         from pytest_xla_dynamo.core import devices
 
@@ -460,6 +461,29 @@ def xla_timing(request: pytest.FixtureRequest) -> Iterator[XlaTiming]:
         yield XlaTiming(get_session(request.config), _item(request), benchmark)
     finally:
         apply_torch_threads(threads)
+
+
+@pytest.fixture
+def xla_op(request: pytest.FixtureRequest) -> str:
+    """The OpInfo id under test, parametrized from ``--xla-ops`` (``nn.functional.elu``, ``max.reduction_with_dim``)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def xla_direction(request: pytest.FixtureRequest) -> str:
+    """The op case's direction: ``forward`` (outputs) or ``backward`` (gradients)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def xla_ops(request: pytest.FixtureRequest) -> Any:
+    """Op conformance: ``xla_ops.check(op, backend, direction)`` runs one OpInfo case in the op server (a crash
+    ends only the server), records it and fails the test unless it passed."""
+    _skip_without("expecttest")
+    from pytest_xla_dynamo.ops.plugin import OpCheck
+
+    plugin = request.config.pluginmanager.get_plugin("xla_dynamo_ops")
+    return OpCheck(get_session(request.config), _item(request), plugin)
 
 
 @pytest.fixture

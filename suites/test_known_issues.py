@@ -763,6 +763,22 @@ def test_glu_backward_stays_on_xla(xla_device: Any) -> None:
     assert count == 0, f"glu's backward fell back to the CPU {count} time(s)"
 
 
+@pytest.mark.parametrize("fn", [F.elu, F.celu, F.selu], ids=["elu", "celu", "selu"])
+def test_elu_backward_for_negative_inputs(xla_device: Any, fn: Any) -> None:
+    """ELU, CELU and SELU's gradient for x <= 0 on XLA, lazy tensors: torch_xla 2.9's ELU backward ignores
+    ``is_result=False`` and returns grad * (x + alpha) instead of grad * alpha * exp(x) (found by the op suite;
+    its op cases ``nn.functional.{elu,celu,selu}`` backward fail the same way under openxla)."""
+    x = torch.tensor([-3.0, -0.5, 0.5])
+    cpu_x = x.clone().requires_grad_()
+    expected = torch.autograd.grad(fn(cpu_x).sum(), cpu_x)[0]
+    xx = x.detach().to(xla_device).requires_grad_()
+    got = torch.autograd.grad(fn(xx).sum(), xx)[0]
+    _sync()
+    assert torch.allclose(got.cpu(), expected, atol=1e-5), (
+        f"{fn.__name__} backward for x <= 0 is wrong on XLA: {got.cpu().tolist()} where the CPU gives "
+        f"{expected.tolist()} (x = {x.tolist()})")
+
+
 def test_unfold_stays_on_xla(xla_device: Any) -> None:
     """pytorch/xla#2932: ``F.unfold`` (transformers' ConvBERT, its span-based dynamic convolution) on lazy XLA
     tensors runs its forward (``aten::im2col``) and its backward (``aten::col2im``) on the CPU."""

@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core",)),
     ("settings", ("launch", "options", "activation", "hookspecs", "config", "records", "repro", "markers")),
     ("plugins", ("session", "collection", "workers", "timing", "graphs", "parity", "triage", "known_issues",
-                 "gating", "report")),
+                 "gating", "report", "ops")),
     ("top", ("plugin", "merge", "__main__", "")),
 )
 #: what the core may not import, beside the package's layers above it: pytest's plugin machinery

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 MODES = ("train", "infer")
+DIRECTIONS = ("forward", "backward")  # an op case's direction (the op suite's mode)
 TENSOR_MODES = ("eager", "fake")
 SEED_MAX = 2**32 - 1  # numpy's range: np.random.seed takes 0..2**32-1
 
@@ -19,6 +20,8 @@ STATUSES = (
     "OOM",
     "timeout",
     "fail_graph",  # graph signature changed or a steady-state recompile (graphs suite)
+    "cpu_fallback",  # results match, but aten ops ran on the CPU (op suite)
+    "crash",  # the process running the case died of a signal (op suite: contained in the op server)
     "unreliable",  # timing disturbed by other load even after a re-measure: the speedup is kept but not trusted
 )
 UNRELIABLE = "unreliable"

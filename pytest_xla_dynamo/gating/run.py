@@ -60,6 +60,10 @@ def repro_of(record: CaseRecord) -> str:
     return nodeid_command(record.nodeid, record.backend) if record.nodeid else ""
 
 
+#: the suites whose records give a case's status (the op suite's case: an op, a backend and a direction)
+STATUS_SUITES = ("parity", "ops")
+
+
 def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
     """Merge the run's records into one :class:`RunCase` per case key.
 
@@ -73,7 +77,7 @@ def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
     failing_seen: set[Key] = set()
     graph_failing_seen: set[Key] = set()
     for record in records:
-        if record.suite not in ("parity", "graphs"):
+        if record.suite not in STATUS_SUITES + ("graphs",):
             continue
         case = cases.get(record.key)
         if case is None:
@@ -82,7 +86,7 @@ def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
             case.nodeids.append(record.nodeid)
         if record.known_issue and not case.row.known_issue:
             case.row.known_issue = record.known_issue
-        if record.suite == "parity":
+        if record.suite in STATUS_SUITES:
             statuses.setdefault(record.key, []).append(record.status)
             case.row.flaky = case.row.flaky or bool(record.flaky)
             if record.parity is not None:

@@ -84,8 +84,9 @@ def test_modes(item: pytest.Item) -> list[str]:
     for marker in item.iter_markers("xla_mode"):
         modes.extend(a for a in marker.args if isinstance(a, str))
     callspec = getattr(item, "callspec", None)
-    if callspec is not None and isinstance(callspec.params.get("xla_mode"), str):
-        modes.append(callspec.params["xla_mode"])
+    for param in ("xla_mode", "xla_direction"):  # an op case's direction counts as its mode
+        if callspec is not None and isinstance(callspec.params.get(param), str):
+            modes.append(callspec.params[param])
     return modes
 
 

@@ -133,7 +133,7 @@ class KnownIssue:
             if values and value is not None and _param_name(value) not in values:
                 return False
         op = params.get("xla_op")
-        if self.ops and (op is None or not any(fnmatch.fnmatchcase(str(op), glob) for glob in self.ops)):
+        if self.ops and op is not None and not any(fnmatch.fnmatchcase(str(op), glob) for glob in self.ops):
             return False
         return not (self.modes and modes and not set(modes) & set(self.modes))
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from pytest_xla_dynamo.core.constants import MODES
+from pytest_xla_dynamo.core.constants import DIRECTIONS, MODES
 from pytest_xla_dynamo.core.constants import NOT_CAPTURED as NOT_CAPTURED
 from pytest_xla_dynamo.core.constants import PASSING as PASSING
 from pytest_xla_dynamo.core.constants import STATUSES as STATUSES
@@ -27,8 +27,8 @@ from pytest_xla_dynamo.records.jsonform import extra_object, json_problem, parse
 
 #: the fields that hold a record's figures: one ``extra`` object in its JSON form
 FIGURES = ("parity", "graphs", "timing", "unparsed_extra")
-#: the suites whose checks write records (the parity, graphs and timing fixtures)
-SUITES = ("parity", "graphs", "timing")
+#: the suites whose checks write records (the parity, graphs, timing and op fixtures)
+SUITES = ("parity", "graphs", "timing", "ops")
 #: the count fields of a record: an integer >= 0 where given
 COUNT_FIELDS = ("batch_size", "calls_captured", "unique_graphs", "graph_breaks", "unique_graph_breaks", "fallbacks",
                 "recompiles", "compiles", "iterations_per_run", "repeat")
@@ -42,7 +42,7 @@ class RecordError(ValueError):
 class CaseRecord:
     """What one suite case measured: parity status, timing and graph figures, and how to repro it."""
 
-    suite: str  # "parity" | "timing" | "graphs" | "known_issues" | user-defined
+    suite: str  # "parity" | "timing" | "graphs" | "ops"
     name: str  # model name
     backend: str
     mode: str  # "train" | "infer"
@@ -153,8 +153,8 @@ def record_value_problem(data: Mapping[str, Any]) -> str:
     suite, mode = data.get("suite"), data.get("mode")
     if isinstance(suite, str) and suite not in SUITES:
         return f"field 'suite': {suite!r} is not a suite; valid: {', '.join(SUITES)}"
-    if isinstance(mode, str) and mode not in MODES:
-        return f"field 'mode': {mode!r} is not a mode; valid: {', '.join(MODES)}"
+    if isinstance(mode, str) and mode not in (*MODES, *DIRECTIONS):
+        return f"field 'mode': {mode!r} is not a mode; valid: {', '.join((*MODES, *DIRECTIONS))}"
     for name, low, valid in (("speedup", 0.0, "a finite number > 0"), ("abs_latency", 0.0, "a finite number >= 0"),
                              ("baseline_latency", 0.0, "a finite number >= 0"), ("spread", 0.0, "a finite number >= 0"),
                              ("compilation_latency", -math.inf, "a finite number")):

@@ -21,7 +21,7 @@ from pytest_xla_dynamo.known_issues.registry import KnownIssue
 
 #: the harness status of a failing case -> the registry kind it corresponds to
 STATUS_KINDS = {"fail_accuracy": "wrong_result", "eager_two_runs_differ": "wrong_result",
-                "fail_graph": "graph_break"}
+                "fail_graph": "graph_break", "cpu_fallback": "cpu_fallback"}
 
 
 def kind_of(status: str) -> str:
@@ -42,6 +42,8 @@ class Failure:
     model: str = ""
     test: str = ""
     diverging: tuple[str, ...] = ()  # diverging tensor names, first divergence first
+    op: str = ""  # an op case's OpInfo id (the op suite)
+    repro_file: str = ""  # a standalone reproducer of the failure (--xla-write-repro)
 
     @property
     def exc_type(self) -> str:
@@ -228,10 +230,13 @@ def new_entry_snippet(failure: Failure, versions: dict[str, str | None]) -> list
     if failure.diverging:
         title = (f"{failure.model or 'the model'} diverges from eager on {failure.backend or 'the backend'}"
                  f" (first: {failure.diverging[0]})")
+    raises = "AssertionError" if failure.op else failure.exc_type  # an op failure is an AssertionError
     lines += _toml([("id", issue_id), ("title", title), ("kind", kind),
-                    ("affects", affects), ("raises", failure.exc_type), ("match", message_pattern(failure.first_line)),
+                    ("affects", affects), ("raises", raises), ("match", message_pattern(failure.first_line)),
                     ("tests", [failure.test] if failure.test else []),
                     ("backends", [failure.backend] if failure.backend else []),
                     ("modes", [failure.mode] if failure.mode else []),
-                    ("models", [failure.model] if failure.model else []), ("diverging", diverging)])
+                    ("models", [failure.model] if failure.model and not failure.op else []),
+                    ("ops", [failure.op] if failure.op else []), ("diverging", diverging),
+                    ("notes", f"standalone reproducer: {failure.repro_file}" if failure.repro_file else "")])
     return lines

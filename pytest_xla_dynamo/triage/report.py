@@ -54,6 +54,8 @@ class Triage:
     # entries (ids, or id prefixes) a diagnosis disproved: not offered as matches (the causal check found no sign
     # flip that explains the failure: local:activation-sign-flip-grads is not its cause), with the reason
     ruled_out: dict[str, str] = field(default_factory=dict)
+    op: str = ""  # an op case's OpInfo id (the op suite)
+    repro_file: str = ""  # its standalone reproducer (--xla-write-repro), named in a proposed entry
 
     @classmethod
     def from_exception(cls, exc: BaseException, *, test: str, nodeid: str = "", **fields: Any) -> Triage:
@@ -76,7 +78,8 @@ class Triage:
     def failure(self) -> Failure:
         return Failure(exc_names=self.exc_names, message=self.message, kind=self.kind,
                        stage=self.where.stage if self.where else "", backend=self.backend, mode=self.mode,
-                       model=self.model, test=self.test, diverging=self.diverging)
+                       model=self.model, test=self.test, diverging=self.diverging, op=self.op,
+                       repro_file=self.repro_file)
 
     def analyze(self, entries: Iterable[KnownIssue], versions: Mapping[str, str | None]) -> Triage:
         """Match against the registry's ``entries`` (once) and prepare the snippet to declare the
