@@ -182,3 +182,24 @@ def test_builtin_zoo_entry_covers_only_running_var() -> None:
     (zoo_entry,) = [e for e in load_file(BUILTIN_FILE) if e.id == "local:xla-batchnorm-biased-running-var:zoo"]
     assert zoo_entry.unexplained(["buffer bn1.running_var", "buffer layer1.0.bn2.running_var"]) == []
     assert zoo_entry.unexplained(["buffer bn1.running_var", "grad conv1.weight"]) == ["grad conv1.weight"]
+
+
+def test_an_entry_of_other_models_needs_its_mechanism_in_the_case() -> None:
+    """A wrong result or a graph failure of a model the entry does not list matches only through a specific
+    diverging glob or a CPU fallback the entry names and the case ran, never by the message's shape (issue 46)."""
+    flips = entry(kind="wrong_result", raises="AssertionError", match="step 1, grad", models=["timm.cspresnet50"],
+                  diverging=["grad *", "loss"])
+    bn = entry(id="local:bn", kind="wrong_result", raises="AssertionError", match="step 1, ", models=["resnet18"],
+               diverging=["buffer *running_var"])
+    wrong = dict(exc_names=("AssertionError",), kind="wrong_result", message="step 1, grad l1.w: max abs err")
+    assert match_failure([flips], failure(**wrong, diverging=("grad l1.w",))) == []
+    assert match_failure([flips], failure(**wrong, model="timm.cspresnet50", diverging=("grad l1.w",)))
+    assert match_failure([bn], failure(**wrong, diverging=("buffer bn.running_var",)))
+    lazy = entry(id="local:pad", kind="graph_break", raises="AssertionError", match="executed [1-9]",
+                 models=["transformers.deberta_v2"])
+    bag = entry(id="pytorch/xla#2403", kind="cpu_fallback", raises="AssertionError", match="executed [1-9]",
+                models=["dlrm"], title="EmbeddingBag", status="aten::_embedding_bag counters after one step")
+    graph = dict(exc_names=("AssertionError",), kind="graph_break", message="it executed 4")
+    assert match_failure([lazy, bag], failure(**graph)) == []
+    (m,) = match_failure([lazy, bag], failure(**graph, evidence=("aten::_embedding_bag",)))
+    assert m.entry is bag

@@ -101,3 +101,87 @@ def test_gat_with_elu_is_tied_to_the_elu_entry(pytester: pytest.Pytester) -> Non
         assert "(act runs nn.functional.elu, whose backward the entry covers" in text, text
         assert "its gradient flows in through parameterless l1.leaky (LeakyReLU), act (ELU)" in text, text
     assert "(the model runs nn.functional.elu, whose backward" in _section(out, "test_gat_functional_elu")
+
+
+LAZY = """
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class Recommender(nn.Module):
+    \"\"\"A DLRM-like recommender: two EmbeddingBag tables (sum) beside a dense MLP, an interaction MLP on top.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.tables = nn.ModuleList([nn.EmbeddingBag(20, 8, mode="sum") for _ in range(2)])
+        self.dense = nn.Linear(4, 8)
+        self.top = nn.Linear(24, 1)
+
+    def forward(self, dense, ids, offsets):
+        parts = [self.dense(dense)] + [t(ids, offsets) for t in self.tables]
+        return self.top(torch.cat(parts, 1))
+
+
+class GluBlock(nn.Module):
+    \"\"\"A conformer-like convolution module: pointwise conv to 2C, GLU, depthwise conv.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.pw = nn.Conv1d(8, 16, 1)
+        self.dw = nn.Conv1d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x):
+        return self.dw(F.glu(self.pw(x), dim=1))
+
+
+def make_recommender():
+    torch.manual_seed(0)
+    return Recommender()
+
+
+def make_glu():
+    torch.manual_seed(0)
+    return GluBlock()
+
+
+torch.manual_seed(1)
+DENSE = torch.randn(4, 4)
+IDS = torch.randint(0, 20, (8,))
+OFFSETS = torch.tensor([0, 2, 4, 6])
+SEQ = torch.randn(2, 8, 6)
+"""
+
+LAZY_TESTS = """
+import pytest
+
+from lazy_models import DENSE, IDS, OFFSETS, SEQ, make_glu, make_recommender
+
+pytestmark = pytest.mark.xla_mode("train")
+
+
+def test_recommender_graphs(xla_graphs):
+    xla_graphs.check(make_recommender, [DENSE, IDS, OFFSETS], backend="trace_everytime", name="recommender")
+
+
+def test_glu_graphs(xla_graphs):
+    xla_graphs.check(make_glu, [SEQ], backend="trace_everytime", name="glu_block")
+"""
+
+
+def test_lazy_graph_failures_name_their_fallbacks_and_borrow_no_entry(pytester: pytest.Pytester) -> None:
+    """The lazy graph check of a recommender with EmbeddingBags and of a GLU block fails (several executions a
+    step) and says why from the recorded signature: the CPU fallbacks aten::_embedding_bag (and its backward) and
+    aten::glu_backward; the entries whose pattern fits any lazy failure (transformers' padding check, detection)
+    are not offered, the EmbeddingBag one is (its fallback is in the case)."""
+    pytester.makepyfile(lazy_models=LAZY, test_lazy_cases=LAZY_TESTS)
+    result = pytester.runpytest_subprocess("-p", "xla_dynamo", "-p", "no:cacheprovider", "test_lazy_cases.py")
+    out = result.stdout.str()
+    result.assert_outcomes(failed=2)
+    bag, glu = _section(out, "test_recommender_graphs"), _section(out, "test_glu_graphs")
+    assert "CPU fallbacks in a steady step (each cuts the lazy graph): aten::_embedding_bag x" in bag, bag
+    assert "aten::_embedding_bag_backward x" in bag, bag
+    assert "matches known issue pytorch/xla#2403" in bag, bag
+    assert "CPU fallbacks in a steady step (each cuts the lazy graph): aten::glu_backward x" in glu, glu
+    for text in (bag, glu):
+        assert "transformers-padding-check" not in text and "detection" not in text, text

@@ -18,7 +18,13 @@ from pytest_xla_dynamo.core import metrics
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.capture import Capture
 from pytest_xla_dynamo.core.stages import Where, mark
-from pytest_xla_dynamo.graphs.signature import STEADY_STEPS, build_signature, conformance_problems, recompiles
+from pytest_xla_dynamo.graphs.signature import (
+    STEADY_STEPS,
+    build_signature,
+    causes,
+    conformance_problems,
+    recompiles,
+)
 from pytest_xla_dynamo.graphs.snapshots import compare, snapshot_missing, snapshot_stem
 from pytest_xla_dynamo.records import CaseRecord, GraphFigures
 from pytest_xla_dynamo.session import CaseCheck, XlaSession
@@ -86,12 +92,13 @@ class GraphCheck(CaseCheck):
             **self._fields(spec, backend, mode, repro), status=status, message=message, **fields))
 
     def _remember(self, exc: BaseException, spec: zoo.ModelSpec, backend: Backend, mode: str, status: str,
-                  repro: str, harness: str = "") -> None:
+                  repro: str, harness: str = "", evidence: tuple[str, ...] = ()) -> None:
         """The failure's triage, naming the case (model, backend, mode); ``harness``: why it is not a
         backend problem (a missing snapshot), so that no known-issue entry is proposed for it."""
         from pytest_xla_dynamo.triage import for_item, remember
 
-        triage = for_item(self.item, exc, model=spec.name, backend=backend.name, mode=mode, status=status, repro=repro)
+        triage = for_item(self.item, exc, model=spec.name, backend=backend.name, mode=mode, status=status, repro=repro,
+                          evidence=evidence)
         if harness:
             triage.verdict, triage.classification = [harness], "harness"
             triage.no_proposal = "a harness artefact, not an upstream problem"
@@ -145,7 +152,7 @@ class GraphCheck(CaseCheck):
             error = RecompileError(f"{label}: compiled after warm-up ({len(case.warmup.per_step)} steps), "
                                    "every steady step must reuse the compiled graphs:\n  " + "\n  ".join(recompiled))
         elif nonconforming:
-            error = GraphConformanceError(f"{label}: " + "\n".join(nonconforming))
+            error = GraphConformanceError(f"{label}: " + "\n".join([*nonconforming, *causes(signature)[0]]))
         elif snapshot_failure is not None:
             error = GraphSignatureError(snapshot_failure)
         message = str(error).splitlines()[0] if error is not None else ""
@@ -164,6 +171,6 @@ class GraphCheck(CaseCheck):
             if isinstance(error, GraphSignatureError) and snapshot_missing(self.snapshot):
                 harness = ("the case has no snapshot yet (not a backend problem): create it with --snapshot-update "
                            "and review it")
-            self._remember(raised, spec, backend, mode, "fail_graph", repro, harness)
+            self._remember(raised, spec, backend, mode, "fail_graph", repro, harness, causes(signature)[1])
             raise raised
         return signature

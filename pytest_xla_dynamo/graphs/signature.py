@@ -134,6 +134,27 @@ def conformance_problems(backend: Backend, mode: str, signature: Mapping[str, An
     return []
 
 
+def causes(signature: Mapping[str, Any]) -> tuple[list[str], tuple[str, ...]]:
+    """What the recorded steady step ran beside its graphs, where a conformance failure comes from: its CPU
+    fallbacks (each cuts a lazy step), host reads (``.item()``), inputs executed before a dynamo graph; as lines,
+    and the fallback ops (for the triage: an entry naming one has its mechanism in the case)."""
+    steady = signature.get("xla", {}).get("steady_step", {})
+    fallbacks = {op: n for op, n in steady.get("fallbacks", {}).items() if op != metrics.ITEM_FALLBACK}
+    lines = []
+    if fallbacks:
+        lines.append("CPU fallbacks in a steady step (each cuts the lazy graph): "
+                     + ", ".join(f"{op} x{n}" for op, n in fallbacks.items()))
+    if steady.get("item_calls"):
+        lines.append(f"host reads in a steady step: {steady['item_calls']} .item() call(s) "
+                     f"({metrics.ITEM_FALLBACK})")
+    if steady.get("dynamo_input_syncs"):
+        lines.append(f"pending inputs executed before a dynamo graph: {steady['dynamo_input_syncs']}")
+    if not lines:
+        lines.append("no CPU fallback and no .item() in a steady step: the extra executions are host reads of "
+                     "another kind (bool() or a Python branch on a tensor, .cpu(), .tolist())")
+    return lines, tuple(fallbacks)
+
+
 def _flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     if isinstance(value, Mapping) and (value or not path):
         for key in sorted(value, key=str):

@@ -44,6 +44,8 @@ class Failure:
     diverging: tuple[str, ...] = ()  # diverging tensor names, first divergence first
     op: str = ""  # an op case's OpInfo id (the op suite)
     repro_file: str = ""  # a standalone reproducer of the failure (--xla-write-repro)
+    # what the case was seen to run: its CPU fallbacks (``aten::_embedding_bag``), module types and functional calls
+    evidence: tuple[str, ...] = ()
 
     @property
     def exc_type(self) -> str:
@@ -96,16 +98,49 @@ def _raises_ok(entry: KnownIssue, failure: Failure) -> bool:
     return wanted in names or f"builtins.{wanted}" in names
 
 
+#: ``diverging`` globs that name no mechanism (any model's gradients, loss or outputs fit them)
+GENERIC_GLOBS = ("grad *", "param *", "buffer *", "loss", "output*", "*")
+_ATEN = re.compile(r"aten::[\w.]+")
+
+
+def entry_fallbacks(entry: KnownIssue) -> set[str]:
+    """The ``aten::`` ops an entry names (its title, status and notes): the CPU fallbacks that are its mechanism."""
+    return set(_ATEN.findall(" ".join((entry.title, entry.status, entry.notes))))
+
+
+def _kind_ok(entry: KnownIssue, failure: Failure) -> bool:
+    if not failure.kind or entry.kind == failure.kind:
+        return True
+    # a graph check's failure whose recorded fallbacks are the entry's: a CPU-fallback entry explains it
+    return (failure.kind, entry.kind) == ("graph_break", "cpu_fallback") \
+        and bool(entry_fallbacks(entry) & set(failure.evidence))
+
+
+def mechanism_present(entry: KnownIssue, failure: Failure) -> bool:
+    """Whether the entry's mechanism is in the case, where the message alone cannot say: an entry recorded for other
+    models (``models``) explains a model it does not list only through a diverging tensor a specific glob names
+    (``buffer *running_var``) or a CPU fallback it names that the case was seen to run. An error's entry (its message
+    is its mechanism), an entry without ``models`` and a model it lists are as before."""
+    if entry.kind == "error" or not entry.models or not failure.model or failure.model in entry.models:
+        return True
+    import fnmatch
+
+    specific = [g for g in entry.diverging if g not in GENERIC_GLOBS]
+    if any(fnmatch.fnmatchcase(t, g) for t in failure.diverging for g in specific):
+        return True
+    return bool(entry_fallbacks(entry) & set(failure.evidence))
+
+
 def match_failure(entries: Iterable[KnownIssue], failure: Failure) -> list[Match]:
     """The entries ``failure`` matches, best first: full matches before partial ones, entries that
     affect the installed versions before fixed ones, then registry order."""
     found: list[tuple[tuple[int, int, int], Match]] = []
     for order, entry in enumerate(entries):
-        if entry.kind == "crash" or not entry.match or (failure.kind and entry.kind != failure.kind):
+        if entry.kind == "crash" or not entry.match or not _kind_ok(entry, failure):
             continue  # crashes are judged by the isolation plugin; a match needs a message pattern
         if not _raises_ok(entry, failure):
             continue
-        if not entry.matches(failure.message):
+        if not entry.matches(failure.message) or not mechanism_present(entry, failure):
             continue
         if entry.backends and failure.backend and failure.backend not in entry.backends:
             continue

@@ -56,6 +56,7 @@ class Triage:
     ruled_out: dict[str, str] = field(default_factory=dict)
     op: str = ""  # an op case's OpInfo id (the op suite)
     repro_file: str = ""  # its standalone reproducer (--xla-write-repro), named in a proposed entry
+    evidence: tuple[str, ...] = ()  # what the case was seen to run (CPU fallbacks): an entry's mechanism present
 
     @classmethod
     def from_exception(cls, exc: BaseException, *, test: str, nodeid: str = "", **fields: Any) -> Triage:
@@ -79,7 +80,7 @@ class Triage:
         return Failure(exc_names=self.exc_names, message=self.message, kind=self.kind,
                        stage=self.where.stage if self.where else "", backend=self.backend, mode=self.mode,
                        model=self.model, test=self.test, diverging=self.diverging, op=self.op,
-                       repro_file=self.repro_file)
+                       repro_file=self.repro_file, evidence=self.evidence)
 
     def analyze(self, entries: Iterable[KnownIssue], versions: Mapping[str, str | None]) -> Triage:
         """Match against the registry's ``entries`` (once) and prepare the snippet to declare the
