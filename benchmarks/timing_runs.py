@@ -1,6 +1,6 @@
 """Run-to-run spread of the timing suite: the same suite run several times, each speedup's spread across runs.
 
-    PJRT_DEVICE=CPU python benchmarks/timing_runs.py --runs 3 --out docs/results/small-ipr1 [--first 2] \\
+    PJRT_DEVICE=CPU python benchmarks/timing_runs.py --runs 3 --out runs/small-ipr1 [--first 2] \\
         [--xla-iterations-per-run=1 --xla-backend=trace_once,trace_everytime ... any pytest args]
 
 Runs ``pytest suites/test_timing.py`` ``--runs`` times, one subprocess each, with

@@ -16,8 +16,9 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_divergences_reads_a_report_folder_or_its_file() -> None:
-    """A committed full-tier report: the folder and its JSON file give the same output."""
-    folder = REPO / "docs" / "results" / "full-tier-train" / "mnasnet1_0"
+    """A full-tier report (mnasnet1_0's training parity, 2026-12-02): the folder and its JSON file give the same
+    output."""
+    folder = REPO / "tests" / "data" / "full-tier-mnasnet1_0"
     by_folder = _run(str(folder), "--ignore", "buffer *running_var")
     by_file = _run(str(folder / "xla-dynamo.jsonl"), "--ignore", "buffer *running_var")
     assert by_folder.returncode == 0, by_folder.stderr
