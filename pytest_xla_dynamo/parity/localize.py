@@ -194,10 +194,10 @@ def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: s
                          f"{problem}")
             path = census.between(name)
             suspects += [(e.kind, e.what, e.name or "the model", "backward") for e in path]
-            shown = [f"{e.name} ({e.what})" for e in path if e.kind == "module"]
-            if shown:  # a module without parameters has no gradient of its own to compare: named here
-                lines.append("its gradient flows in through parameterless " + ", ".join(shown[:4])
-                             + (", ..." if len(shown) > 4 else ""))
+            named = [f"{e.name} ({e.what})" for e in path if e.kind == "module"]
+            if named:  # a module without parameters has no gradient of its own to compare: named here
+                lines.append("its gradient flows in through parameterless " + ", ".join(named[:4])
+                             + (", ..." if len(named) > 4 else ""))
     owners = dict.fromkeys(b.removeprefix("buffer ").rsplit(".", 1)[0] for b in buffers)
     if owners:
         shown = ", ".join(f"{o} ({_module_type(model, o)})" for o in list(owners)[:3])

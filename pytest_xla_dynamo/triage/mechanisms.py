@@ -29,12 +29,12 @@ MODULE_OPS: dict[str, tuple[str, ...]] = {
     "Upsample": ("nn.functional.interpolate*", "nn.functional.upsample*"),
 }
 #: a torch.nn.functional function -> the OpInfo ids of what it computes
-FUNCTION_OPS: dict[str, tuple[str, ...]] = {
-    name: (f"nn.functional.{name}",) for name in (
-        "elu", "celu", "selu", "gelu", "silu", "mish", "relu", "relu6", "leaky_relu", "prelu", "rrelu", "hardswish",
-        "hardsigmoid", "hardtanh", "softplus", "softsign", "glu", "embedding_bag", "embedding", "layer_norm",
-        "group_norm", "unfold", "fold")
-} | {"softmax": ("softmax",), "log_softmax": ("log_softmax",), "interpolate": ("nn.functional.interpolate*",)}
+_NAMED_AS_FUNCTIONAL = ("elu", "celu", "selu", "gelu", "silu", "mish", "relu", "relu6", "leaky_relu", "prelu", "rrelu",
+                        "hardswish", "hardsigmoid", "hardtanh", "softplus", "softsign", "glu", "embedding_bag",
+                        "embedding", "layer_norm", "group_norm", "unfold", "fold")
+FUNCTION_OPS: dict[str, tuple[str, ...]] = {name: (f"nn.functional.{name}",) for name in _NAMED_AS_FUNCTIONAL}
+FUNCTION_OPS.update({"softmax": ("softmax",), "log_softmax": ("log_softmax",),
+                     "interpolate": ("nn.functional.interpolate*",)})
 
 
 @dataclass(frozen=True)
