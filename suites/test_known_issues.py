@@ -814,3 +814,243 @@ def test_clone_of_a_saved_result_keeps_the_output_under_openxla(xla_device: Any)
     finally:
         torch._dynamo.reset()
     assert tuple(out.shape) == (2, 6, 4)
+
+
+# --- found by the op suite (suites/test_ops.py over torch's op_db, the full sweep of issue 45) -------------------
+
+
+def _xla_error(fn: Any) -> str:
+    """The first line of the RuntimeError (or AttributeError) that ``fn()`` and a sync raise on XLA ("" if none)."""
+    try:
+        out = fn()  # kept alive over the sync, so that it is computed
+        _sync()
+        del out
+    except (RuntimeError, AttributeError) as exc:
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+    return ""
+
+
+def _cpu_fallbacks(fn: Any, *tensors: Any, device: Any) -> dict[str, int]:
+    """The ``aten::`` counters (CPU fallbacks) that ``fn(*tensors)`` on lazy XLA tensors adds, synced once."""
+    met = _metrics()
+    xs = [t.to(device) for t in tensors]
+    _sync()
+    before = _fallbacks(met, "")
+    fn(*xs)
+    _sync()
+    after = _fallbacks(met, "")
+    return {n: c - before.get(n, 0) for n, c in after.items() if c - before.get(n, 0)}
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.sum(x, 0), lambda x: torch.argmax(x, 0), lambda x: torch.cumsum(x, 0)],
+                         ids=["sum", "argmax", "cumsum"])
+def test_reduction_over_a_dim_of_a_0d_tensor(xla_device: Any, fn: Any) -> None:
+    """pytorch/xla#1958: an op over dimension 0 of a 0-d tensor raises 'Value out of range' on XLA, where CPU eager
+    treats dim 0 of a scalar as valid (found by the op suite: ~40 reductions and scans, both backends)."""
+    x = torch.tensor(2.5)
+    error = _xla_error(lambda: fn(x.to(xla_device)))
+    assert not error, f"the op over dim 0 of a 0-d tensor raised on XLA ({fn(x).item()} on the CPU): {error}"
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.conj(), lambda x: x.contiguous()], ids=["conj", "contiguous"])
+def test_openxla_graph_returning_its_input(xla_device: Any, fn: Any) -> None:
+    """A graph whose output is its input (conj of a real tensor, contiguous) under openxla fails at its first call:
+    'Failed to get computation by hash' (no upstream report of this trigger; related: pytorch/xla#5967)."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="openxla_eval")
+    error = _xla_error(lambda: compiled(torch.randn(3).to(xla_device)))
+    assert not error, f"a compiled graph returning its input failed under openxla: {error}"
+
+
+def test_openxla_transpose_only_graph(xla_device: Any) -> None:
+    """A graph of a transpose only (x.T, x.mT) under openxla_eval fails: "'fused_0' object has no attribute
+    'xla_args'" (no pytorch/xla report found; related: tenstorrent/tt-xla#3314)."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: x.T, backend="openxla_eval")
+    error = _xla_error(lambda: compiled(torch.randn(2, 3).to(xla_device)))
+    assert not error, f"a compiled transpose failed under openxla: {error}"
+
+
+@pytest.mark.parametrize(("fn", "x"), [(torch.acos, torch.tensor([True, False])), (torch.erfc, torch.tensor([1, 2]))],
+                         ids=["acos-bool", "erfc-int64"])
+def test_float_op_of_bool_or_int_tensor(xla_device: Any, fn: Any, x: Any) -> None:
+    """A float op of a bool or int64 tensor fails to lower on XLA instead of promoting its input to float as CPU
+    eager does (found by the op suite: ~25 ops; no upstream report found)."""
+    error = _xla_error(lambda: fn(x.to(xla_device)))
+    assert not error, f"{fn.__name__} of a {x.dtype} tensor raised on XLA: {error}"
+
+
+def test_svd_of_an_empty_matrix(xla_device: Any) -> None:
+    """torch.linalg.svd of a 0 x 0 matrix fails to lower on XLA (and so do pinv, svdvals, ... of empty samples)."""
+    error = _xla_error(lambda: torch.linalg.svd(torch.empty(0, 0).to(xla_device)))
+    assert not error, f"svd of an empty matrix raised on XLA: {error}"
+
+
+def test_clamp_max_with_a_bound_of_higher_rank(xla_device: Any) -> None:
+    """clamp_max with a [5, 1] bound of a [5] input (the result broadcasts to [5, 5]) raises on XLA."""
+    x, bound = torch.randn(5), torch.randn(5, 1)
+    error = _xla_error(lambda: torch.clamp_max(x.to(xla_device), bound.to(xla_device)))
+    assert not error, f"clamp_max with a bound of higher rank raised on XLA: {error}"
+
+
+def test_slogdet_of_an_empty_matrix(xla_device: Any) -> None:
+    """torch.linalg.slogdet of a 0 x 0 matrix raises on XLA (eager: sign 1, logabsdet 0)."""
+    error = _xla_error(lambda: torch.linalg.slogdet(torch.empty(0, 0).to(xla_device)))
+    assert not error, f"slogdet of an empty matrix raised on XLA: {error}"
+
+
+def test_repeat_zero_times(xla_device: Any) -> None:
+    """x.repeat(0) raises on XLA (eager returns an empty tensor)."""
+    error = _xla_error(lambda: torch.randn(3).to(xla_device).repeat(0))
+    assert not error, f"repeat(0) raised on XLA: {error}"
+
+
+def test_replicate_pad_with_negative_padding(xla_device: Any) -> None:
+    """F.pad(mode='replicate') with negative padding (a crop) raises on XLA."""
+    error = _xla_error(lambda: F.pad(torch.randn(1, 3, 4).to(xla_device), (-1, -1), mode="replicate"))
+    assert not error, f"replicate padding by -1 raised on XLA: {error}"
+
+
+def test_max_pool2d_ceil_mode_dilation_backward(xla_device: Any) -> None:
+    """max_pool2d with ceil_mode=True and dilation: the lazy forward matches eager, its backward raises 'Source shape
+    does not match the shape of window-reduced operand' (under openxla fake-tensor propagation fails instead)."""
+    x = torch.randn(1, 2, 3, 6).to(xla_device).requires_grad_()
+    pool = lambda t: F.max_pool2d(t, 3, 2, 0, (1, 2), ceil_mode=True)  # noqa: E731
+    error = _xla_error(lambda: torch.autograd.grad(pool(x).sum(), x))
+    assert not error, f"max_pool2d(ceil_mode=True, dilation=(1, 2)) backward raised on XLA: {error}"
+
+
+def test_tensor_split_with_xla_indices(xla_device: Any) -> None:
+    """torch.tensor_split by a tensor of indices on the XLA device raises (eager takes a CPU tensor only)."""
+    x, at = torch.randn(6).to(xla_device), torch.tensor([1, 3]).to(xla_device)
+    error = _xla_error(lambda: torch.tensor_split(x, at))
+    assert not error, f"tensor_split with XLA indices raised: {error}"
+
+
+def test_norm_negative_inf(xla_device: Any) -> None:
+    """torch.norm(x, -inf) (the smallest |x|) is wrong on XLA: 1.0 for [-3, 0.5, 2], where the CPU gives 0.5."""
+    x = torch.tensor([-3.0, 0.5, 2.0])
+    got = torch.norm(x.to(xla_device), float("-inf")).cpu()
+    expected = torch.norm(x, float("-inf"))
+    assert torch.allclose(got, expected), f"torch.norm(x, -inf) on XLA is {got.item()}, on the CPU {expected.item()}"
+
+
+def test_inv_ex_info_shape(xla_device: Any) -> None:
+    """torch.linalg.inv_ex's info has the matrix's shape on XLA instead of the batch shape (0-d for one matrix)."""
+    info = torch.linalg.inv_ex(torch.eye(3).to(xla_device)).info.cpu()
+    expected = torch.linalg.inv_ex(torch.eye(3)).info
+    assert info.shape == expected.shape, f"inv_ex's info has shape {tuple(info.shape)} on XLA, {tuple(expected.shape)}"
+
+
+def test_isneginf_of_a_bool_tensor(xla_device: Any) -> None:
+    """torch.isneginf of a bool tensor is not all False on XLA."""
+    x = torch.tensor([True, False])
+    got = torch.isneginf(x.to(xla_device)).cpu()
+    assert not got.any(), f"isneginf of a bool tensor on XLA is {got.tolist()}, on the CPU {torch.isneginf(x).tolist()}"
+
+
+def test_chunk_cat(xla_device: Any) -> None:
+    """torch._chunk_cat (FSDP2's copy-in) returns zeros on XLA in place of its inputs' chunks."""
+    a = torch.arange(6.0).reshape(1, 2, 3)
+    got = torch._chunk_cat([a.to(xla_device), a.to(xla_device)], -1, 5).cpu()
+    expected = torch._chunk_cat([a, a], -1, 5)
+    assert torch.equal(got, expected), (
+        f"_chunk_cat on XLA gives {got.flatten().tolist()}, eager {expected.flatten().tolist()}")
+
+
+FFT = [(torch.fft.rfft, torch.randn(8)), (torch.fft.fft, torch.randn(8, dtype=torch.complex64))]
+SPECIAL = [(torch.digamma, torch.rand(4) + 0.5), (torch.special.bessel_j0, torch.randn(4))]
+LINALG = [(lambda a: torch.linalg.solve_triangular(a, a, upper=True), torch.randn(3, 3).triu() + 3 * torch.eye(3)),
+          (lambda a: torch.linalg.qr(a).Q, torch.randn(3, 3))]
+SCATTER = [(lambda x: x.scatter_reduce(0, torch.tensor([0, 0, 1], device=x.device), x, "mean"), torch.randn(3)),
+           (lambda x: x.index_reduce(0, torch.tensor([0, 0, 1], device=x.device), x, "amax"), torch.randn(3))]
+DATA_DEPENDENT = [(torch.unique, torch.tensor([3, 1, 3])), (lambda x: x.masked_select(x > 0), torch.randn(4))]
+POOLING = [(lambda x: F.adaptive_max_pool2d(x, 3), torch.randn(1, 1, 5, 5)),
+           (lambda x: F.adaptive_avg_pool2d(x, 3), torch.randn(1, 1, 5, 5))]
+RESAMPLING = [(lambda x: F.interpolate(x, scale_factor=2.0, mode="linear"), torch.randn(1, 1, 4)),
+              (lambda x: F.grid_sample(x, x.new_zeros(1, 2, 2, 2), align_corners=False), torch.randn(1, 1, 3, 3))]
+NN = [(lambda x: F.huber_loss(x, x.flip(0)), torch.randn(4)),
+      (lambda x: F.channel_shuffle(x, 2), torch.randn(1, 4, 2, 2))]
+SCALED = [(lambda x: torch.addmm(x, x, x, beta=0.5), torch.randn(3, 3)), (lambda x: torch.vdot(x, x), torch.randn(3))]
+SAMPLERS = [(lambda x: x.cauchy_(), torch.zeros(4)), (lambda x: torch.multinomial(x, 2), torch.ones(4))]
+ELEMENTWISE = [(lambda x: torch.logaddexp(x, x), torch.randn(4)), (lambda x: torch.hypot(x, x), torch.randn(4))]
+REDUCTIONS = [(lambda x: torch.logcumsumexp(x, 0), torch.randn(4)), (torch.nansum, torch.randn(4))]
+
+
+def _assert_on_xla(family: str, fn: Any, x: Any, device: Any) -> None:
+    fell_back = _cpu_fallbacks(fn, x, device=device)
+    assert not fell_back, f"{family} fell back to the CPU: {fell_back}"
+
+
+@pytest.mark.parametrize(("fn", "x"), FFT, ids=["rfft", "fft"])
+def test_fft_stays_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """torch.fft runs on the CPU (aten::_fft_r2c, _fft_c2c, _fft_c2r are not lowered; found by the op suite)."""
+    _assert_on_xla("torch.fft", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), SPECIAL, ids=["digamma", "bessel_j0"])
+def test_special_functions_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """Special functions (digamma, polygamma, Bessel, zeta, ...) run on the CPU (found by the op suite)."""
+    _assert_on_xla("a special function", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), LINALG, ids=["solve_triangular", "qr"])
+def test_linalg_stays_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """Linear-algebra solvers and decompositions (solve_triangular, qr, lu, eig, lstsq, ...) run on the CPU."""
+    _assert_on_xla("torch.linalg", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), SCATTER, ids=["scatter_reduce-mean", "index_reduce-amax"])
+def test_scatter_reductions_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """scatter_reduce's mean (and include_self=False) and index_reduce run on the CPU (related: pytorch/xla#4517)."""
+    _assert_on_xla("a scatter reduction", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), DATA_DEPENDENT, ids=["unique", "masked_select"])
+def test_data_dependent_shapes_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """Ops with a data-dependent output shape (unique, masked_select, nonzero, bincount, ...) run on the CPU."""
+    _assert_on_xla("an op with a data-dependent shape", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), POOLING, ids=["adaptive_max_pool2d", "adaptive_avg_pool2d-5to3"])
+def test_pooling_variants_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """Adaptive max pooling, adaptive average pooling to a non-divisor size, fractional max pooling, ... run on the
+    CPU (related: pytorch/xla#3849)."""
+    _assert_on_xla("a pooling variant", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), RESAMPLING, ids=["linear1d", "grid_sample"])
+def test_resampling_stays_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """1-d, 3-d, bicubic, antialiased interpolation and grid_sample run on the CPU (found by the op suite)."""
+    _assert_on_xla("a resampling op", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), NN, ids=["huber_loss", "channel_shuffle"])
+def test_nn_ops_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """Losses (huber, margin, CTC), channel_shuffle, ... run on the CPU (found by the op suite)."""
+    _assert_on_xla("an nn.functional op", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), SCALED, ids=["addmm-beta", "vdot"])
+def test_scaled_addmm_stays_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """addmm with beta != 1 (also addbmm, addmv) and vdot run on the CPU (related: pytorch/xla#4108)."""
+    _assert_on_xla("a scaled matrix product", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), SAMPLERS, ids=["cauchy_", "multinomial"])
+def test_random_samplers_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """Random samplers (cauchy_, geometric_, log_normal_, multinomial, rrelu) run on the CPU (related:
+    pytorch/xla#9159)."""
+    _assert_on_xla("a random sampler", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), ELEMENTWISE, ids=["logaddexp", "hypot"])
+def test_elementwise_ops_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """Elementwise ops (logaddexp, hypot, copysign, fmax, gcd, exp2, ...) run on the CPU (found by the op suite)."""
+    _assert_on_xla("an elementwise op", fn, x, xla_device)
+
+
+@pytest.mark.parametrize(("fn", "x"), REDUCTIONS, ids=["logcumsumexp", "nansum"])
+def test_reductions_and_scans_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
+    """Reductions and scans (median, mode, nansum, logcumsumexp, cummin, searchsorted, ...) run on the CPU."""
+    _assert_on_xla("a reduction or scan", fn, x, xla_device)
