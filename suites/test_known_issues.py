@@ -1054,3 +1054,33 @@ def test_elementwise_ops_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
 def test_reductions_and_scans_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
     """Reductions and scans (median, mode, nansum, logcumsumexp, cummin, searchsorted, ...) run on the CPU."""
     _assert_on_xla("a reduction or scan", fn, x, xla_device)
+
+
+def test_avg_pool2d_count_include_pad_false(xla_device: Any) -> None:
+    """avg_pool2d with padding, count_include_pad=False and divisor_override is wrong on XLA (found by the op suite:
+    avg_pool2d and avg_pool3d, both backends; afterwards the same call without divisor_override is wrong too)."""
+    x = torch.randn(1, 3, 9, 9)
+    got = F.avg_pool2d(x.to(xla_device), 3, 1, 1, count_include_pad=False, divisor_override=2).cpu()
+    expected = F.avg_pool2d(x, 3, 1, 1, count_include_pad=False, divisor_override=2)
+    assert torch.allclose(got, expected, atol=1e-5), (
+        "avg_pool2d(count_include_pad=False, divisor_override=2) on XLA differs from eager by "
+        f"{(got - expected).abs().max().item():.3g}")
+
+
+def test_openxla_diag_backward(xla_device: Any) -> None:
+    """The backward of torch.diag compiled with the openxla backend gives its input no gradient (also diagflat and
+    F.kl_div; found by the op suite, trace_once backward)."""
+    torch._dynamo.reset()
+    x = torch.randn(4).to(xla_device).requires_grad_()
+    grad = torch.autograd.grad(torch.compile(torch.diag, backend="openxla")(x).sum(), x, allow_unused=True)[0]
+    _sync()
+    got = None if grad is None else grad.cpu().tolist()
+    assert got == [1.0] * 4, f"diag's gradient under torch.compile(backend='openxla') is {got}, eager's four ones"
+
+
+def test_openxla_max_pool1d_indices_dtype(xla_device: Any) -> None:
+    """F.max_pool1d(return_indices=True) compiled with openxla_eval returns int32 indices (eager: int64)."""
+    torch._dynamo.reset()
+    pool = torch.compile(lambda t: F.max_pool1d(t, 2, return_indices=True), backend="openxla_eval")
+    indices = pool(torch.randn(1, 2, 4).to(xla_device))[1]
+    assert indices.dtype == torch.int64, f"max_pool1d's indices under openxla_eval are {indices.dtype}, eager's int64"
