@@ -152,11 +152,15 @@ class OpCheck:
                                         settings.write_repro)
         command = self._command(backend)
         fallbacks = result.get("fallbacks") or {}
+        from pytest_xla_dynamo.known_issues import applied_issue
+
+        applied = applied_issue(self.item)
         record = CaseRecord(suite=SUITE, name=op, backend=backend.name, mode=direction, status=str(result["status"]),
                             message=str(result["message"]), repro=command, dev=backend.device_kind,
                             fallbacks=sum(fallbacks.values()) if fallbacks else 0,
                             unique_graphs=int(result.get("graphs") or 0), compiles=int(result.get("compiles") or 0),
-                            unparsed_extra=figures(result))
+                            unparsed_extra=figures(result),
+                            known_issue=applied.entry.id if applied is not None and applied.affected else "")
         self.session.record(self.item, record)
         notes = "; ".join(result.get("notes") or [])
         if record.status in NOTHING_COMPARED:
