@@ -157,7 +157,10 @@ def op_source(op_id: str, fn: Any) -> str:
         return f"op = {name}"
     variant = op_id.split(".")[-1]
     return ("# no public name for this entry's callable: it is taken from torch's OpInfo database (pip install "
-            "expecttest)\nfrom torch.testing._internal.common_methods_invocations import op_db\n\n"
+            "expecttest), its random ops not reseeded by wrapper_set_seed\n"
+            "import torch.testing._internal.common_methods_invocations as cmi\n"
+            "from torch.testing._internal.common_methods_invocations import op_db\n\n"
+            "cmi.wrapper_set_seed = lambda f, *args, **kwargs: f(*args, **kwargs)\n"
             f"op = next(o for o in op_db if (o.name + ('.' + o.variant_test_name if o.variant_test_name else '')) "
             f"== {op_id!r}).op  # {variant}")
 
