@@ -34,6 +34,9 @@ def test_shard_group_key() -> None:
     assert shard_group_key(_item("suites/t.py::test_x[resnet18-trace_once]", "resnet18")) == "model:resnet18"
     assert shard_group_key(_item("tests/t.py::C::test_y[3]")) == "test:tests/t.py::C::test_y"
     assert shard_group_key(_item("tests/t.py::test_z")) == "test:tests/t.py::test_z"
+    op_case = SimpleNamespace(nodeid="suites/test_ops.py::test_op[add-trace_once-forward]",
+                              callspec=SimpleNamespace(params={"xla_op": "add", "xla_direction": "forward"}))
+    assert shard_group_key(op_case) == "op:add"  # an op's cases together, the ops spread over the shards
 
 
 def test_shards_are_a_deterministic_partition_that_keeps_groups() -> None:

@@ -1,7 +1,7 @@
 """Sharding (``--xla-shard=I/N``): which of the collected tests this CI shard runs.
 
-A collection filter: tests are grouped (all tests of one model together, else all parametrizations
-of one test function), the groups assigned to shards balanced by test count, from the group keys and
+A collection filter: tests are grouped (all tests of one model or of one op together, else all
+parametrizations of one test function), the groups assigned to shards balanced by test count, from the group keys and
 sizes alone, so every CI shard and every xdist worker that collects the same tests computes the same
 split whatever the collection order (``-p randomly`` included). The counts are kept on the session
 (:attr:`~pytest_xla_dynamo.session.XlaSession.shard_counts`; an xdist worker's reach the controller
@@ -21,13 +21,16 @@ if TYPE_CHECKING:
 
 
 def shard_group_key(item: pytest.Item) -> str:
-    """The sharding group of a test: its model (``xla_model`` parameter) when it has one, else its
-    module path and function name (all parametrizations of one test function stay together)."""
+    """The sharding group of a test: its model (``xla_model`` parameter) or its op (``xla_op``: the op suite's cases
+    of one op together) when it has one, else its module path and function name (all parametrizations of one test
+    function stay together)."""
     callspec = getattr(item, "callspec", None)
     params = getattr(callspec, "params", None) or {}
     model = params.get("xla_model")
     if model is not None:
         return f"model:{getattr(model, 'name', model)}"
+    if params.get("xla_op") is not None:
+        return f"op:{params['xla_op']}"
     return "test:" + item.nodeid.split("[", 1)[0]
 
 
