@@ -119,8 +119,9 @@ class XlaSession:
         """The process's case engine (prepared, compiled cases shared by parity, graphs and timing)."""
         if self._engine is None:
             from pytest_xla_dynamo.core.engine import CaseEngine
+            from pytest_xla_dynamo.parity.census import random_ops
 
-            self._engine = CaseEngine(self.xcfg, self.backends)
+            self._engine = CaseEngine(self.xcfg, self.backends, random_ops)
         return self._engine
 
     # --- records ------------------------------------------------------------------------------------

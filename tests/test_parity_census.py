@@ -39,3 +39,30 @@ def test_attention_dropout_is_seen_with_its_probability() -> None:
     events = take(mha, (x, x, x), True).events
     call = next(e for e in events if e.what == "multi_head_attention_forward")
     assert call.floats == (("dropout_p", 0.1),) and call.training is True
+
+
+def test_random_calls_are_the_ones_no_patch_reaches() -> None:
+    """A functional dropout in a forward is a random call in training (not in eval); a Dropout module's call and
+    MultiheadAttention's attention dropout are random calls the patch reaches (listed only with ``patchable``)."""
+    from torch import nn
+
+    from pytest_xla_dynamo.parity.census import random_calls, random_ops, take
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.drop, self.attn = nn.Linear(4, 4), nn.Dropout(0.3), nn.MultiheadAttention(4, 2, dropout=0.1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = torch.nn.functional.dropout(self.drop(self.a(x)), 0.25, self.training)
+            return self.attn(h, h, h)[0]
+
+    x = torch.randn(3, 2, 4)
+    assert random_calls(take(Net(), (x,), True)) == ["(model) (dropout p=0.25)"]
+    assert random_calls(take(Net(), (x,), True), patchable=True) == [
+        "drop (dropout p=0.3)", "(model) (dropout p=0.25)", "attn (multi_head_attention_forward dropout_p=0.1)"]
+    assert random_calls(take(Net(), (x,), False), patchable=True) == []
+    net = Net()
+    state = torch.random.get_rng_state()
+    assert random_ops(net, (x,), True) == ["(model) (dropout p=0.25)"]
+    assert torch.equal(torch.random.get_rng_state(), state)

@@ -83,6 +83,33 @@ def test_random_modules_lists_what_draws_random_numbers() -> None:
     assert patches.random_modules(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.0))) == []
 
 
+def test_attention_dropout_is_listed_and_switched_off_inside_transformer_layers() -> None:
+    """nn.MultiheadAttention's attention dropout is a float, not a module: it is listed beside the Dropout modules
+    nn.Transformer's layers build (out of reach of the class-level swap), and the patch zeroes it at instance level
+    (a copy sharing the parameters, the original's rate back when undone): a patched step draws no random number."""
+    import contextlib
+
+    from torch import nn
+
+    model = nn.Transformer(8, 2, 1, 1, 16, dropout=0.1, batch_first=True).train()
+    found = patches.random_modules(model)
+    assert "encoder.layers.0.self_attn (MultiheadAttention dropout=0.1)" in found
+    assert "decoder.layers.0.multihead_attn (MultiheadAttention dropout=0.1)" in found
+    assert "encoder.layers.0.dropout1 (Dropout p=0.1)" in found and len(found) == 10  # 3 MHA, 7 Dropout
+    weight = model.encoder.layers[0].self_attn.in_proj_weight
+    stack = contextlib.ExitStack()
+    with stack:
+        assert patches.patch_module(model, ["dropout_to_identity"], stack) == 10
+        assert patches.random_modules(model) == []
+        assert model.encoder.layers[0].self_attn.in_proj_weight is weight
+        src, tgt = torch.randn(2, 5, 8), torch.randn(2, 4, 8)
+        state = torch.random.get_rng_state()
+        model(src, tgt)
+        assert torch.equal(torch.random.get_rng_state(), state)
+    assert patches.random_modules(model) == found
+    assert model.encoder.layers[0].self_attn.dropout == 0.1
+
+
 def test_layer_drop_is_listed_at_every_rate_and_switched_off() -> None:
     """torchaudio's wav2vec2 encoder stack draws ``torch.rand(1).item()`` per layer in training whatever its
     ``layer_drop`` (a random module at rate 0 too); torch.nn.Transformer, another class of that name, is not one.
@@ -135,6 +162,9 @@ def test_engine_refuses_a_spec_hiding_its_dropout(has_dropout: bool) -> None:
     else:
         with pytest.raises(ValueError, match=r"'hidden_dropout' says has_dropout=False.*1 \(Dropout p=0\.3\)"):
             engine.build(key, spec)
+        # in eval no dropout module draws: inference is not refused
+        model, _ = engine.build(engine.key(spec, engine.eager, "infer"), spec)
+        assert patches.random_modules(model) == ["1 (Dropout p=0.3)"]
 
 
 def test_a_models_cases_share_one_cpu_copy_of_its_initial_weights() -> None:

@@ -10,7 +10,7 @@ It knows nothing of pytest: the session passes it its options (:class:`CaseOptio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_xla_dynamo import zoo
@@ -19,6 +19,7 @@ from pytest_xla_dynamo.core.backends import Backend, BackendRegistry
 from pytest_xla_dynamo.core.cases import CaseCache, CaseKey, PreparedCase, build_inputs, build_model
 from pytest_xla_dynamo.core.stages import stage
 from pytest_xla_dynamo.core.state import release_memory
+from pytest_xla_dynamo.core.user_case import is_own_case
 
 if TYPE_CHECKING:
     import torch
@@ -43,18 +44,31 @@ class CaseOptions(Protocol):
     def accuracy_runs(self) -> int: ...
 
 
+#: ``(model, inputs, train) -> ["module (function p=...)", ...]``: the random calls of one forward no patch reaches
+RandomOps = Callable[["torch.nn.Module", Sequence[Any], bool], list[str]]
+
+
 class CachedReference(Protocol):
     """A parity reference the engine keeps beside its case (``parity.Reference``), closed when freed."""
 
     def close(self) -> None: ...
 
 
+#: what a user's case is refused with names the own-model API's arguments (``xla_parity.training`` / ``.inference``,
+#: ``xla_graphs.check``) and the marker
+USER_FIX = ("Pass has_dropout=True to xla_parity.training(...) / .inference(...) or xla_graphs.check(...), or mark "
+            "the test @pytest.mark.xla_patch('dropout_to_identity')")
+
+
 class CaseEngine:
     """Prepared cases of this process, built from the session's options (see the module docstring)."""
 
-    def __init__(self, xcfg: CaseOptions, backends: BackendRegistry) -> None:
+    def __init__(self, xcfg: CaseOptions, backends: BackendRegistry, random_ops: RandomOps | None = None) -> None:
         self.xcfg = xcfg
         self.backends = backends
+        # the random functional calls of a user's model no patch reaches (``parity.census.random_ops``, given by the
+        # session: the core imports no plugin layer)
+        self.random_ops = random_ops
         self.cases = CaseCache()
         # the CPU model and inputs every shared case and reference of the (model, mode) in focus starts from,
         # built once (read-only: cases copy it, their initial state aliases it)
@@ -94,6 +108,7 @@ class CaseEngine:
             model = build_model(spec, key.tier, key.seed, key.patches)
             self._check_dropout_flag(spec, model, key)
             inputs = build_inputs(spec, key.tier, key.seed, key.randomize_input)
+            self._check_random_calls(spec, model, inputs, key)
         return model, inputs
 
     def initial(self, key: CaseKey, spec: zoo.ModelSpec) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
@@ -110,16 +125,37 @@ class CaseEngine:
 
     def _check_dropout_flag(self, spec: zoo.ModelSpec, model: torch.nn.Module, key: CaseKey) -> None:
         """A model with random modules left in by a spec saying it has none would fail parity for the
-        zoo's mistake (eager and XLA draw different masks): refuse it, naming the modules and the fix."""
-        if spec.has_dropout or self.xcfg.dropout != "identity" or "dropout_to_identity" in key.patches:
+        zoo's mistake (eager and XLA draw different masks): refuse it, naming the modules and the fix. Only in
+        training: in eval no dropout module (nor attention dropout, stochastic depth, layer drop) draws."""
+        if spec.has_dropout or self.xcfg.dropout != "identity" or "dropout_to_identity" in key.patches \
+                or key.mode != "train":
             return
         found = patches.random_modules(model)
         if found:
             shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
-            raise ValueError(f"model {spec.name!r} says has_dropout=False, but at the {key.tier} tier it draws "
-                             f"random numbers in training: {shown}; eager and XLA would draw different masks. "
-                             "Declare has_dropout=True in its spec (the dropout patch then switches them off), "
-                             "or build it with rate 0")
+            if is_own_case(spec):
+                raise patches.RandomOpsError(
+                    f"model {spec.name!r} draws random numbers in training: {shown}; eager and XLA would draw "
+                    f"different masks. {USER_FIX} (the dropout_to_identity patch then switches them off), or build "
+                    "it with rate 0")
+            raise patches.RandomOpsError(
+                f"model {spec.name!r} says has_dropout=False, but at the {key.tier} tier it draws random numbers "
+                f"in training: {shown}; eager and XLA would draw different masks. Declare has_dropout=True in its "
+                "spec (the dropout patch then switches them off), or build it with rate 0")
+
+    def _check_random_calls(self, spec: zoo.ModelSpec, model: torch.nn.Module, inputs: Sequence[Any],
+                            key: CaseKey) -> None:
+        """A user's model whose own forward draws random numbers (``F.dropout(x, 0.1, training=True)``,
+        attention with ``dropout_p > 0``) in this case's mode: refused, since no patch reaches a functional call."""
+        if not is_own_case(spec) or self.random_ops is None or self.xcfg.dropout != "identity":
+            return
+        found = self.random_ops(model, inputs, key.mode == "train")
+        if found:
+            mode = "training" if key.mode == "train" else "eval"
+            raise patches.RandomOpsError(
+                f"model {spec.name!r} draws random numbers in {mode} through functional calls: {', '.join(found)}; "
+                "eager and XLA would draw different masks, and no patch reaches a call in a forward: give it a rate "
+                "of 0 (or an nn.Dropout module, which has_dropout=True switches off) while checking parity")
 
     def fresh(self, spec: zoo.ModelSpec, backend: Backend, mode: str,
               extra_patches: Sequence[str] = ()) -> PreparedCase:

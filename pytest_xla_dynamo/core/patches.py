@@ -142,17 +142,32 @@ def is_layer_drop(module: Any) -> bool:
     return (cls.__module__, cls.__name__) == _LAYER_DROP_CLASS
 
 
+class RandomOpsError(ValueError):
+    """A case refused before it ran: its model draws random numbers that eager and XLA draw differently (a test's
+    or a spec's problem, never an upstream one: the triage proposes no known-issue entry for it)."""
+
+
+def is_attention_dropout(module: Any) -> bool:
+    """Whether ``module`` is an ``nn.MultiheadAttention`` whose attention dropout (a float, not a module) is > 0."""
+    from torch.nn.modules.activation import MultiheadAttention  # the original class
+
+    return isinstance(module, MultiheadAttention) and float(module.dropout or 0.0) > 0.0
+
+
 def random_modules(model: torch.nn.Module) -> list[str]:
     """The submodules of ``model`` that draw random numbers in training, as ``"name (Class p=...)"``: every
-    ``nn.Dropout*`` with ``p > 0``, every stochastic depth with a drop rate > 0 and every torchaudio layer drop
+    ``nn.Dropout*`` with ``p > 0`` (also those ``nn.Transformer*`` layers build), every ``nn.MultiheadAttention``
+    with an attention dropout > 0, every stochastic depth with a drop rate > 0 and every torchaudio layer drop
     (what ``dropout_to_identity`` switches off; dropout and stochastic depth with a rate of 0 are deterministic;
-    layer drop draws at every rate)."""
+    layer drop draws at every rate). In eval none of them draws."""
     from torch.nn.modules.dropout import _DropoutNd
 
     found = []
     for name, module in model.named_modules():
         if isinstance(module, _DropoutNd) and float(module.p) > 0.0:
             found.append(f"{name or '(model)'} ({type(module).__name__} p={module.p:g})")
+        elif is_attention_dropout(module):
+            found.append(f"{name or '(model)'} ({type(module).__name__} dropout={float(module.dropout):g})")
         elif is_stochastic_depth(module):
             rate = float(getattr(module, _STOCHASTIC_DEPTH[type(module).__name__]))
             found.append(f"{name or '(model)'} ({type(module).__name__} p={rate:g})")
@@ -192,6 +207,15 @@ def _no_layer_drop(module: Any) -> Any:
     return new
 
 
+def _no_attention_dropout(module: Any) -> Any:
+    """``module`` (an ``nn.MultiheadAttention``) as an instance of its class sharing its submodules and parameters,
+    with attention dropout 0, so that undoing the swap gives the original (and its rate) back."""
+    new: Any = object.__new__(type(module))
+    new.__dict__.update(module.__dict__)  # the same _modules and _parameters dicts
+    new.dropout = 0.0
+    return new
+
+
 def _dropout_rewrite(module: Any) -> Any | None:
     from torch.nn.modules import dropout  # the original classes, also while the class level is patched
 
@@ -199,6 +223,8 @@ def _dropout_rewrite(module: Any) -> Any | None:
         return _identity_dropout()()
     if is_layer_drop(module):
         return _no_layer_drop(module)
+    if is_attention_dropout(module):
+        return _no_attention_dropout(module)
     return None
 
 
@@ -209,6 +235,7 @@ register_patch(Patch(
 register_patch(Patch(
     "dropout_to_identity",
     "every nn.Dropout*, torchvision StochasticDepth and timm DropPath becomes nn.Identity (answering .p == 0.0); "
+    "nn.MultiheadAttention's attention dropout becomes 0 (instance level: also inside nn.Transformer* layers); "
     "torchaudio's wav2vec2 encoder runs every layer (no layer drop)",
     lambda: {n: _identity_dropout() for n in _DROPOUT_NAMES}, _dropout_rewrite))
 

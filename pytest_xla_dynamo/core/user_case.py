@@ -81,11 +81,23 @@ def _targets_loss(loss: Callable[[Any, Any], torch.Tensor], targets: Any) -> Cal
     return bound
 
 
+#: the description of every spec :func:`user_spec` makes: how the engine tells the own-model API's cases (whose
+#: refusals name ``has_dropout=`` of ``xla_parity.training``) from registered specs (``ModelSpec.has_dropout``)
+OWN_CASE = "a model owner's case (xla_parity.training / .inference, xla_graphs.check)"
+
+
+def is_own_case(spec: zoo.ModelSpec) -> bool:
+    """Whether ``spec`` is a case of the own-model API (:func:`user_spec`), not a registered model."""
+    return spec.source == "user" and spec.description == OWN_CASE
+
+
 def user_spec(model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor], *,
               name: str | None = None, kwargs: Mapping[str, torch.Tensor] | None = None, targets: Any = None,
-              loss: Callable[..., torch.Tensor] | None = None) -> zoo.ModelSpec:
+              loss: Callable[..., torch.Tensor] | None = None, has_dropout: bool = False) -> zoo.ModelSpec:
     """The ModelSpec of a model owner's case (see the module docstring); both tiers build the same model and
-    inputs. ``loss``: ``loss(out)``, or ``loss(out, targets)`` when ``targets`` are given (then it is required)."""
+    inputs. ``loss``: ``loss(out)``, or ``loss(out, targets)`` when ``targets`` are given (then it is required).
+    ``has_dropout``: the model draws random numbers in training (dropout modules, attention dropout) that
+    ``dropout_to_identity`` switches off for the case (under ``--xla-dropout=identity``, the default)."""
     if targets is not None and loss is None:
         raise ValueError("targets need a loss: pass loss=lambda out, targets: ... (e.g. "
                          "torch.nn.functional.cross_entropy)")
@@ -100,7 +112,8 @@ def user_spec(model_factory: Callable[[], torch.nn.Module], inputs: Sequence[tor
 
     spec = zoo.ModelSpec(name=name or str(getattr(model_factory, "__name__", "user_model")), source="user",
                          build_model=build, build_inputs=lambda tier, bs: frozen,
-                         batch_size={"small": batch, "full": batch})
+                         batch_size={"small": batch, "full": batch}, has_dropout=bool(has_dropout),
+                         description=OWN_CASE)
     if targets is not None:
         assert loss is not None
         return dataclasses.replace(spec, loss=_targets_loss(loss, _frozen(targets)))

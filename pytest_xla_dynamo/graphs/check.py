@@ -17,6 +17,7 @@ from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core import metrics
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.capture import Capture
+from pytest_xla_dynamo.core.patches import RandomOpsError
 from pytest_xla_dynamo.core.stages import Where, mark
 from pytest_xla_dynamo.graphs.signature import (
     STEADY_STEPS,
@@ -102,21 +103,27 @@ class GraphCheck(CaseCheck):
         if harness:
             triage.verdict, triage.classification = [harness], "harness"
             triage.no_proposal = "a harness artefact, not an upstream problem"
+        if isinstance(exc, RandomOpsError):  # as parity says it: the test's to fix
+            triage.refuse("its model draws random numbers eager and XLA draw differently (see the error)")
         remember(self.item, triage)
 
     def check(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor], *,
               backend: Backend | str, mode: str | None = None, name: str | None = None,
               kwargs: Mapping[str, torch.Tensor] | None = None, targets: Any = None,
-              loss: Callable[..., torch.Tensor] | None = None) -> dict[str, Any]:
+              loss: Callable[..., torch.Tensor] | None = None, has_dropout: bool = False) -> dict[str, Any]:
         """The graph check of one's own model, from the same factory and inputs (keyword inputs, targets and loss)
         as ``xla_parity.training`` / ``.inference`` take (:mod:`pytest_xla_dynamo.core.user_case`); its snapshot is the
-        test's own. ``mode`` defaults to the test's ``xla_mode`` marker."""
+        test's own. ``mode`` defaults to the test's ``xla_mode`` marker. ``has_dropout`` (or the test's
+        ``xla_patch("dropout_to_identity")``): the model's dropout switched off, as in parity."""
         __tracebackhide__ = True
         from pytest_xla_dynamo.core.user_case import user_spec
+        from pytest_xla_dynamo.markers import item_patches
 
         if isinstance(backend, str):
             backend = self.session.backends.get(backend)
-        spec = user_spec(model_factory, inputs, name=name, kwargs=kwargs, targets=targets, loss=loss)
+        has_dropout = has_dropout or "dropout_to_identity" in item_patches(self.item)
+        spec = user_spec(model_factory, inputs, name=name, kwargs=kwargs, targets=targets, loss=loss,
+                         has_dropout=has_dropout)
         return self.check_case(spec, backend, mode)
 
     def check_case(self, spec: zoo.ModelSpec, backend: Backend, mode: str | None = None) -> dict[str, Any]:

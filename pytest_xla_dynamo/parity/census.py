@@ -65,6 +65,43 @@ class Census:
         return [*inside, *after]
 
 
+#: functional calls that draw random numbers when their probability is > 0 (and their ``training``, if any, is on)
+RANDOM_CALLS = (*_DROPOUTS, "multi_head_attention_forward", "scaled_dot_product_attention")
+#: module types whose own random call ``dropout_to_identity`` switches off (the module is swapped or its rate zeroed)
+PATCHED_TYPES = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+                 "MultiheadAttention")
+
+
+def random_calls(census: Census, *, patchable: bool = False) -> list[str]:
+    """The functional calls of ``census`` that draw random numbers, as ``"module (function p=...)"``: a dropout with
+    ``p > 0`` in training, attention with ``dropout_p > 0`` (in training). Without ``patchable``, only those no patch
+    reaches (made in a model's own forward, not by an ``nn.Dropout*`` or ``nn.MultiheadAttention`` module)."""
+    types = {e.name: e.what for e in census.modules()}
+    found = []
+    for event in census.events:
+        if event.kind != "call" or event.what not in RANDOM_CALLS or event.training is False:
+            continue
+        rate = next((v for k, v in event.floats if k in FLOAT_ARGUMENTS and v > 0.0), None)
+        if rate is None or (not patchable and types.get(event.name) in PATCHED_TYPES):
+            continue
+        argument = next(k for k, v in event.floats if v == rate)
+        found.append(f"{event.name or '(model)'} ({event.what} {argument}={rate:g})")
+    return list(dict.fromkeys(found))
+
+
+def random_ops(model: torch.nn.Module, inputs: Sequence[Any], train: bool) -> list[str]:
+    """:func:`random_calls` no patch reaches, from a census of one forward of ``model`` on ``inputs`` (``train``: in
+    training, else eval), the RNG states kept. A forward that fails here is left to the case's own run to report."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        try:
+            census = take(model, inputs, train)
+        except Exception:  # the case's own run raises it again, with its stage
+            return []
+    return random_calls(census)
+
+
 def _within(inner: str, outer: str) -> bool:
     return inner == outer or inner.startswith(outer + ".") or not outer
 

@@ -20,6 +20,8 @@ from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core import metrics
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.capture import Capture, parity_status
+from pytest_xla_dynamo.core.patches import RandomOpsError
+from pytest_xla_dynamo.markers import item_patches
 from pytest_xla_dynamo.parity import plain_math
 from pytest_xla_dynamo.parity.compare import Tolerance, tolerance_for
 from pytest_xla_dynamo.parity.plain_math import FastPathCheck, check_fast_path
@@ -73,6 +75,8 @@ class XlaParity(CaseCheck):
         if result.status in NOT_THE_BACKEND:  # the model or eager failed: nothing the backend's registry can hold
             triage.verdict, triage.classification = [NOT_THE_BACKEND[result.status]], "harness"
             triage.no_proposal = "the case failed before the backend was compared (not an upstream problem of it)"
+        if isinstance(result.exception, RandomOpsError):
+            triage.refuse("its model draws random numbers eager and XLA draw differently (see the error)")
         xcfg = self.session.xcfg
         deep = result.status == "fail_accuracy" and wants_deep_triage(xcfg.triage, applied)
         notes: list[str] = []  # the diagnoses' outcomes that decided nothing, listed after the localization
@@ -232,6 +236,9 @@ class XlaParity(CaseCheck):
             backend = self._default_backend()
         if isinstance(backend, str):
             backend = self.session.backends.get(backend)
+        # the test's xla_patch("dropout_to_identity") reaches the case's model at instance level too (attention
+        # dropout, the Dropout modules nn.Transformer* layers build), like has_dropout=True
+        case["has_dropout"] = bool(case.get("has_dropout")) or "dropout_to_identity" in item_patches(self.item)
         spec = user_spec(model_factory, inputs, name=name, **case)
         tol = tolerance_for(spec, self.session.xcfg, self._tolerance_marker)
         result, capture = self._run(spec, backend, mode, tol, shared=False, steps=steps)
@@ -240,18 +247,24 @@ class XlaParity(CaseCheck):
     def training(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor], *,
                  backend: Backend | str | None = None, loss: Callable[..., torch.Tensor] | None = None,
                  targets: Any = None, kwargs: Mapping[str, torch.Tensor] | None = None,
-                 name: str | None = None, steps: int | None = None, check: bool = True) -> ParityResult:
+                 name: str | None = None, steps: int | None = None, check: bool = True,
+                 has_dropout: bool = False) -> ParityResult:
         """Training parity of ``model_factory()`` on ``inputs`` (raises ParityError unless it passes).
 
         ``kwargs``: keyword inputs of the model (a padding mask); ``targets`` with ``loss(out, targets)`` (else
-        ``loss(out)``, default: the harness's reduce-to-scalar loss); see :mod:`pytest_xla_dynamo.core.user_case`."""
+        ``loss(out)``, default: the harness's reduce-to-scalar loss); ``has_dropout``: switch the model's dropout
+        (modules, attention dropout) off for the check, as ``xla_patch("dropout_to_identity")`` on the test does
+        (a model that draws random numbers in training is refused otherwise); see
+        :mod:`pytest_xla_dynamo.core.user_case`."""
         __tracebackhide__ = True
         return self._user(model_factory, inputs, backend, "train", name, check, steps, loss=loss, targets=targets,
-                          kwargs=kwargs)
+                          kwargs=kwargs, has_dropout=has_dropout)
 
     def inference(self, model_factory: Callable[[], torch.nn.Module], inputs: Sequence[torch.Tensor], *,
                   backend: Backend | str | None = None, kwargs: Mapping[str, torch.Tensor] | None = None,
-                  name: str | None = None, check: bool = True) -> ParityResult:
-        """Inference parity of ``model_factory()`` on ``inputs`` (and keyword inputs ``kwargs``)."""
+                  name: str | None = None, check: bool = True, has_dropout: bool = False) -> ParityResult:
+        """Inference parity of ``model_factory()`` on ``inputs`` (and keyword inputs ``kwargs``); eval draws no
+        random numbers for dropout, so ``has_dropout`` is needed only by a forward that draws in eval too."""
         __tracebackhide__ = True
-        return self._user(model_factory, inputs, backend, "infer", name, check, None, kwargs=kwargs)
+        return self._user(model_factory, inputs, backend, "infer", name, check, None, kwargs=kwargs,
+                          has_dropout=has_dropout)

@@ -206,7 +206,7 @@ def speedup_tables(records: Iterable[CaseRecord], **kwargs: Any) -> str:
 
 
 #: a failure's triage classification (triage.Triage.classification) -> its note in a parity cell
-CLASSIFICATIONS = {"ill_conditioned": "ill-conditioned", "eager_fast_path": "eager's fast path"}
+CLASSIFICATIONS = {"ill_conditioned": "ill-conditioned", "eager_fast_path": "eager's fast path", "refused": "refused"}
 
 
 def status_counts(records: Iterable[CaseRecord]) -> dict[str, int]:

@@ -20,6 +20,7 @@ from pytest_xla_dynamo.triage.matching import Failure, Match, declare_snippet, k
 
 TITLE = "xla-dynamo triage"
 MESSAGE_LINES = 3  # lines of the exception message shown in the header
+REFUSED = "refused"  # the classification of a case refused before it ran (Triage.refuse)
 
 
 @dataclass
@@ -68,6 +69,12 @@ class Triage:
         return cls(test=test, nodeid=nodeid, where=where_of(exc), compile_part=compile_part(exc),
                    exc_names=tuple(class_names(exc)), message=message, diverging=diverging, **fields)
 
+    def refuse(self, why: str) -> None:
+        """A case the harness refused before it ran (its model draws random numbers eager and XLA draw differently):
+        the test's to fix, so no registry entry is matched and none is proposed."""
+        self.verdict, self.classification = [f"refused before it ran: {why}"], REFUSED
+        self.no_proposal = "the case was refused before it ran (the test's to fix, not an upstream problem)"
+
     @property
     def exc_type(self) -> str:
         return self.failure().exc_type
@@ -89,7 +96,8 @@ class Triage:
             return self
         failure = self.failure()
         self.matches = [m for m in match_failure(entries, failure)
-                        if not any(m.entry.id.startswith(prefix) for prefix in self.ruled_out)]
+                        if not any(m.entry.id.startswith(prefix) for prefix in self.ruled_out)
+                        and self.classification != REFUSED]  # a refused case ran nothing an entry could explain
         if self.known and self.known_action in ("xfail", "run"):
             self.snippet = []  # declared already: the registry applied it
         elif self.matches:
