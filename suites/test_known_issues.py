@@ -1068,8 +1068,8 @@ def test_avg_pool2d_count_include_pad_false(xla_device: Any) -> None:
 
 
 def test_openxla_diag_backward(xla_device: Any) -> None:
-    """The backward of torch.diag compiled with the openxla backend gives its input no gradient (also diagflat and
-    F.kl_div; found by the op suite, trace_once backward)."""
+    """The backward of torch.diag compiled with the openxla backend gives its input no gradient (also diagflat,
+    F.kl_div, std(unbiased=True), qr and cross; found by the op suite, trace_once backward)."""
     torch._dynamo.reset()
     x = torch.randn(4).to(xla_device).requires_grad_()
     grad = torch.autograd.grad(torch.compile(torch.diag, backend="openxla")(x).sum(), x, allow_unused=True)[0]
@@ -1084,3 +1084,12 @@ def test_openxla_max_pool1d_indices_dtype(xla_device: Any) -> None:
     pool = torch.compile(lambda t: F.max_pool1d(t, 2, return_indices=True), backend="openxla_eval")
     indices = pool(torch.randn(1, 2, 4).to(xla_device))[1]
     assert indices.dtype == torch.int64, f"max_pool1d's indices under openxla_eval are {indices.dtype}, eager's int64"
+
+
+@pytest.mark.xla_isolated
+def test_roll_of_an_empty_dimension(xla_device: Any) -> None:
+    """torch.roll along an empty dimension with a shift kills the process on XLA with SIGFPE (the shift modulo the
+    dimension's size 0; found by the op suite: roll's empty sample, both backends; isolated)."""
+    y = torch.roll(torch.empty(0, 3).to(xla_device), 1, 0)
+    _sync()
+    assert tuple(y.cpu().shape) == (0, 3)
