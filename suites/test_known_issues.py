@@ -1093,3 +1093,13 @@ def test_roll_of_an_empty_dimension(xla_device: Any) -> None:
     y = torch.roll(torch.empty(0, 3).to(xla_device), 1, 0)
     _sync()
     assert tuple(y.cpu().shape) == (0, 3)
+
+
+def test_pixel_shuffle_after_another_upscale_factor(xla_device: Any) -> None:
+    """On lazy XLA tensors, once F.pixel_shuffle(x, 1) has run, F.pixel_shuffle(x, 3) of the same shape returns the
+    upscale-1 result (found by the op suite: pixel_shuffle forward and backward, pixel_unshuffle's backward)."""
+    x = torch.randn(1, 9, 2, 2)
+    F.pixel_shuffle(x.to(xla_device), 1).cpu()
+    got = F.pixel_shuffle(x.to(xla_device), 3).cpu()
+    assert tuple(got.shape) == (1, 1, 6, 6), (
+        f"pixel_shuffle(x, 3) after pixel_shuffle(x, 1) on XLA has shape {tuple(got.shape)}, eager (1, 1, 6, 6)")
