@@ -1103,3 +1103,13 @@ def test_pixel_shuffle_after_another_upscale_factor(xla_device: Any) -> None:
     got = F.pixel_shuffle(x.to(xla_device), 3).cpu()
     assert tuple(got.shape) == (1, 1, 6, 6), (
         f"pixel_shuffle(x, 3) after pixel_shuffle(x, 1) on XLA has shape {tuple(got.shape)}, eager (1, 1, 6, 6)")
+
+
+def test_nuclear_norm_of_a_batch(xla_device: Any) -> None:
+    """torch.norm(x, 'nuc', dim=[1, 2]) of a batch of matrices is wrong on XLA: a 0-d lazy result holding other values
+    than the per-matrix nuclear norms (found by the op suite: norm.nuc, both backends)."""
+    x = torch.randn(3, 4, 4)
+    got = torch.norm(x.to(xla_device), "nuc", dim=[1, 2]).cpu()
+    expected = torch.norm(x, "nuc", dim=[1, 2])
+    assert got.shape == expected.shape and torch.allclose(got, expected, atol=1e-4), (
+        f"norm(x, 'nuc', dim=[1, 2]) of a batch on XLA is {got.tolist()}, eager {expected.tolist()}")
