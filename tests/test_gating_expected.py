@@ -69,8 +69,9 @@ def test_parse_accepts_short_rows_and_blank_lines() -> None:
     (f"{HEADER}\nm,b,train,pass,,,,,,maybe,\n", "column flaky: invalid value 'maybe'"),
     (f"{HEADER}\nm,b,train,pass,,,,,,,\nm,b,train,pass,,,,,,,\n", "f.csv:3: duplicate case m,b,train"),
     (f"{HEADER}\n,b,train,pass,,,,,,,\n", "f.csv:2: empty name"),
-    (f"{HEADER}\nm,b,train,pass,,,,,,,,x,y\n", "f.csv:2: 13 cells, but the header has 11 columns (extra: 'x,y')"),
-    (f"{HEADER}\n\nm,b,train,pass,,,,,,,,\n", "f.csv:3: 12 cells, but the header has 11 columns"),  # real line
+    (f"{HEADER}\nm,b,train,pass,,,,,,,,,x,y\n", "f.csv:2: 14 cells, but the header has 12 columns (extra: 'x,y')"),
+    (f"{HEADER}\n\nm,b,train,pass,,,,,,,,,\n", "f.csv:3: 13 cells, but the header has 12 columns"),  # real line
+    (f"{HEADER}\nm,b,train,pass,,,,,,,,maybe\n", "column coverage: invalid value 'maybe'"),
     ("name,backend,mode\nm,b,train,pass\n", "f.csv:2: 4 cells, but the header has 3 columns (extra: 'pass')"),
 ])
 def test_parse_errors_name_the_problem(text: str, message: str) -> None:

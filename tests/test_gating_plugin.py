@@ -224,10 +224,10 @@ def test_partial_update_keeps_rows_then_gates_green(pytester: pytest.Pytester) -
     assert "Not gating" in summary.read_text()
     # the file now opens with the kernel setting and the CPU of this run (issue 28), then its rows
     assert expected.read_text() == "\n".join([*_metadata_lines(), HEADER,
-                                               "m1,trace_once,train,fail_accuracy,pass,1,2,0,0,false,",
-                                               "m2,trace_once,train,pass,,0,1,0,0,true,issue-7",
-                                               "m3,trace_once,train,pass,,0,1,0,0,false,",  # not run: kept
-                                               "zz,trace_once,infer,pass,,,,,,false,"]) + "\n"
+                                               "m1,trace_once,train,fail_accuracy,pass,1,2,0,0,false,,",
+                                               "m2,trace_once,train,pass,,0,1,0,0,true,issue-7,",
+                                               "m3,trace_once,train,pass,,0,1,0,0,false,,",  # not run: kept
+                                               "zz,trace_once,infer,pass,,,,,,false,,"]) + "\n"
     assert not list(pytester.path.glob(".expected.csv.*"))
     assert stat.S_IMODE(expected.stat().st_mode) == 0o600 and _ordinary(summary)  # kept; a new file: ordinary
     gate = pytester.runpytest_subprocess("-p", "no:xdist", "--xla-expected=expected.csv")
@@ -273,12 +273,12 @@ def test_bad_files_and_paths_are_usage_errors_at_start(pytester: pytest.Pytester
     """Each at start-up, exit status 4, naming the path and why; no traceback, no test run."""
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     pytester.path.joinpath("expected.csv").write_text(_expected("m,trace_once,train,passed,,,,,,"))
-    pytester.path.joinpath("extra.csv").write_text(_expected("m,trace_once,train,pass,,,,,,,surplus"))
+    pytester.path.joinpath("extra.csv").write_text(_expected("m,trace_once,train,pass,,,,,,,,surplus"))
     pytester.path.joinpath("adir").mkdir()
     pytester.path.joinpath("afile").write_text("")
     cases = [
         (["--xla-expected=expected.csv"], "*xla-dynamo gate: expected.csv:2: column status: invalid value 'passed'*"),
-        (["--xla-expected=extra.csv"], "*xla-dynamo gate: extra.csv:2: 11 cells, but the header has 10 columns*"),
+        (["--xla-expected=extra.csv"], "*xla-dynamo gate: extra.csv:2: 12 cells, but the header has 11 columns*"),
         (["--xla-expected=adir"], "*--xla-expected: 'adir' is a directory*"),
         (["--xla-summary=adir"], "*--xla-summary: cannot write 'adir': it is a directory*"),
         (["--xla-summary=afile/s.md"], "*--xla-summary: cannot write 'afile/s.md': */afile is not a directory*"),

@@ -23,10 +23,11 @@ from pytest_xla_dynamo.fileio import MAX_FIELD_CHARS, TextFileError, atomic_writ
 from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.options import BOOL_VALID, parse_bool
 from pytest_xla_dynamo.records import STATUSES
+from pytest_xla_dynamo.records.figures import COVERAGES
 
 METADATA_KEYS = ("kernels", "cpu")  # what a file written by the gate records about its rows (see the docstring)
 COLUMNS = ("name", "backend", "mode", "status", "graph_status", "graph_breaks", "unique_graphs", "fallbacks",
-           "recompiles", "flaky", "known_issue")
+           "recompiles", "flaky", "known_issue", "coverage")
 GRAPH_FIELDS = ("graph_breaks", "unique_graphs", "fallbacks", "recompiles")
 KEY_COLUMNS = ("name", "backend", "mode")
 GRAPH_STATUSES = ("pass", "fail_graph", "fail_to_run")  # what a graphs-suite record can say
@@ -57,6 +58,9 @@ class CaseRow:
     flaky: bool = False
     known_issue: str = ""
     graph_status: str = ""  # the graphs suite's outcome: pass or fail_graph (a changed signature, a recompile)
+    # what a parity case covered of the backend (records COVERAGES: full, cpu_fallbacks, partial_capture, both);
+    # "" not measured (a file written before the column: not compared)
+    coverage: str = ""
 
     @property
     def key(self) -> Key:
@@ -172,6 +176,7 @@ def _parse_rows(reader: csv.DictReader[str], source: str, skipped: int, columns_
             graph_status=graph_status,
             **{f: _parse_count(cells.get(f, ""), f, where) for f in GRAPH_FIELDS},
             flaky=_parse_flag(cells.get("flaky", ""), where), known_issue=cells.get("known_issue", ""),
+            coverage=_parse_status(cells.get("coverage", ""), "coverage", COVERAGES, where),
         )
         if row.key in rows:
             raise ExpectedFileError(f"{where}: duplicate case {','.join(row.key)}")

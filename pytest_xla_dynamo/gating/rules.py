@@ -115,6 +115,19 @@ GRAPH_RULES = {"graph_breaks": graph_break_rule, "unique_graphs": unique_graphs_
                "fallbacks": fallback_rule, "recompiles": recompile_rule}
 
 
+def coverage_rule(expected: CaseRow, actual: CaseRow) -> Finding | None:
+    """A pass that covers less of the backend than its expected pass (CPU fallbacks, a partial capture that were
+    not there) is a REGRESSION, one that covers more IMPROVED; ``None`` unless both pass with a coverage known."""
+    if not (expected.coverage and actual.coverage and is_pass(expected.status) and is_pass(actual.status)):
+        return None
+    if expected.coverage == actual.coverage:
+        return None
+    had, has = set(expected.coverage.split("+")) - {"full"}, set(actual.coverage.split("+")) - {"full"}
+    label = REGRESSION if has - had else IMPROVED
+    detail = f"pass ({expected.coverage}) -> pass ({actual.coverage})"
+    return Finding(label, "coverage", detail, expected.coverage, actual.coverage)
+
+
 def missing_rule(in_file: bool, in_run: bool) -> Finding | None:
     """A case in the expected file but not in the run, or the other way round: MISSING (reported)."""
     if in_file and not in_run:
@@ -301,6 +314,9 @@ def compare_case(expected: CaseRow | None, run: RunCase | None, *, compare_rows:
         if flaky and status.label in (PASS, XFAIL) and run.row.flaky:
             status = replace(status, detail=f"{status.detail} (flaky vote: {', '.join(run.runs) or 'not unanimous'})")
         findings.append(replace(status, repro=run.status_repro))
+    coverage = coverage_rule(expected, run.row)
+    if coverage is not None:
+        findings.append(replace(coverage, repro=run.status_repro))
     graph_status = graph_status_rule(expected.graph_status, run.row.graph_status)
     if graph_status is not None:
         regressed = graph_status.label == REGRESSION and run.graphs_message

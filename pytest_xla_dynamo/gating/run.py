@@ -64,6 +64,14 @@ def repro_of(record: CaseRecord) -> str:
 STATUS_SUITES = ("parity", "ops")
 
 
+def merged_coverage(first: str, second: str) -> str:
+    """Two records' coverage of one case as one: what either left out (``full`` only where both were full)."""
+    parts = {p for c in (first, second) if c and c != "full" for p in c.split("+")}
+    if not parts:
+        return "full" if "full" in (first, second) else ""
+    return "+".join(p for p in ("cpu_fallbacks", "partial_capture") if p in parts)
+
+
 def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
     """Merge the run's records into one :class:`RunCase` per case key.
 
@@ -91,6 +99,7 @@ def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
             case.row.flaky = case.row.flaky or bool(record.flaky)
             if record.parity is not None:
                 case.runs.extend(record.parity.runs)
+                case.row.coverage = merged_coverage(case.row.coverage, record.parity.coverage)
             if record.status not in PASSING and record.key not in failing_seen:
                 failing_seen.add(record.key)  # the repro of the first failing record of the case
                 case.status_repro = repro_of(record)

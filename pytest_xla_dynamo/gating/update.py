@@ -52,6 +52,7 @@ def merge_update(old: Mapping[Key, CaseRow], run: Mapping[Key, RunCase]) -> tupl
             **{f: (getattr(measured, f) if getattr(measured, f) is not None else getattr(base, f))
                for f in GRAPH_FIELDS},
             flaky=flaky,
+            coverage=measured.coverage or base.coverage,
             known_issue=measured.known_issue if passing else (measured.known_issue or base.known_issue),
         )
     kept = sum(1 for key in old if key not in run)

@@ -43,6 +43,18 @@ NOT_THE_BACKEND = {
 }
 
 
+def coverage_note(figures: ParityFigures) -> str:
+    """A pass's message where it covered less of the backend than a clean pass: ``pass; CPU fallbacks:
+    aten::_embedding_bag x2 (run on the CPU, not through XLA); dynamo captured part of the model (...)``."""
+    parts = []
+    if figures.cpu_fallbacks:
+        ops = ", ".join(f"{op} x{n}" for op, n in figures.cpu_fallbacks.items())
+        parts.append(f"CPU fallbacks: {ops} (run on the CPU, not through XLA)")
+    if figures.capture is not None and figures.capture.partial:
+        parts.append(figures.capture.describe())
+    return "; ".join(["pass", *parts])
+
+
 class XlaParity(CaseCheck):
     """The ``xla_parity`` fixture: parity of zoo cases (``check_case``) and of a user's own models
     (``training``, ``inference``); every check is recorded and raises unless it passes."""
@@ -56,6 +68,7 @@ class XlaParity(CaseCheck):
         self._default_backend = default_backend
         self._tolerance_marker = tolerance_marker
         self._plain_references = False  # the last check's references ran on the plain math path
+        self._fallbacks: dict[str, int] | None = None  # the last check's CPU fallbacks (an XLA backend's run)
 
     def _triage(self, spec: zoo.ModelSpec, backend: Backend, mode: str, result: ParityResult, repro: str,
                 error: BaseException) -> Triage:
@@ -156,14 +169,18 @@ class XlaParity(CaseCheck):
         result = run(self.engine, spec, backend, mode, tol, shared=shared, steps=steps)
         # whether the references ran with eager's fast paths off (parity.run calls plain_math() around them)
         self._plain_references = plain_math.entered() > plain
-        if backend.dynamo_backend is None:
-            return result, None
+        captured = metrics.snapshot().delta(before)
+        fallbacks = captured.fallbacks
         if shared:
             key = self.engine.key(spec, backend, mode)
             case = next((c for c in self.engine.cases if c.key == key), None)
-            if case is not None and case.warmup is not None:
-                return result, Capture.from_snapshot(case.warmup.total)
-        return result, Capture.from_snapshot(metrics.snapshot().delta(before))
+            if case is not None and case.warmup is not None:  # compiled (its fallbacks first counted) in the warm-up
+                captured = case.warmup.total
+                # the warm-up ran in this check or an earlier one: the larger count of each op, not their sum
+                fallbacks = {op: max(n, fallbacks.get(op, 0)) for op, n in captured.fallbacks.items()} | {
+                    op: n for op, n in fallbacks.items() if op not in captured.fallbacks}
+        self._fallbacks = dict(sorted(fallbacks.items())) if "xla" in backend.stats else None
+        return result, Capture.from_snapshot(captured) if backend.dynamo_backend is not None else None
 
     def _finish(self, spec: zoo.ModelSpec, backend: Backend, mode: str, result: ParityResult,
                 check: bool, capture: Capture | None = None) -> ParityResult:
@@ -185,6 +202,9 @@ class XlaParity(CaseCheck):
             status = parity_status(result.status, capture)
             if status != result.status:
                 result = dataclasses.replace(result, status=status, message=capture.describe())
+        figures.cpu_fallbacks = self._fallbacks
+        if result.status == "pass" and figures.coverage not in ("", "full"):  # a pass covering less than it says
+            result = dataclasses.replace(result, message=coverage_note(figures))
         # the record names the entry only when this failure is the one it records (else the judge fails the test)
         known = declared.entry.id if declared is not None and error is not None and declared.explains(error) else ""
         if error is not None and xcfg.triage != "off":

@@ -55,6 +55,24 @@ class ParityFigures:
     triage: TriageNote | None = None  # a failure's triage (unless --xla-triage=off)
     divergences: list[JsonObject] | None = None  # the first divergences (parity.compare.Divergence.to_dict)
     divergences_total: int | None = None  # how many there were
+    # CPU fallback ops the backend's run counted (op -> count; an XLA backend's, None where not measured): a pass
+    # with fallbacks covers less of the backend than a clean pass
+    cpu_fallbacks: JsonObject | None = None
+    notes: list[str] | None = None  # what the case's status says beside it (a known issue present below tolerance)
+
+    @property
+    def coverage(self) -> str:
+        """What the case covered of the backend (:data:`COVERAGES`): ``full``; ``cpu_fallbacks`` and/or
+        ``partial_capture`` (joined by ``+``); ``""`` where neither was measured (a backend without XLA or dynamo)."""
+        if self.cpu_fallbacks is None and self.capture is None:
+            return ""
+        parts = [name for name, on in (("cpu_fallbacks", bool(self.cpu_fallbacks)),
+                                       ("partial_capture", self.capture is not None and self.capture.partial)) if on]
+        return "+".join(parts) or "full"
+
+
+#: what a parity case covered of the backend (ParityFigures.coverage; the expected file's ``coverage`` column)
+COVERAGES = ("full", "cpu_fallbacks", "partial_capture", "cpu_fallbacks+partial_capture")
 
 
 @dataclass

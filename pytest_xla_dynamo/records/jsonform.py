@@ -58,6 +58,8 @@ JSON_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "float | None": (lambda v: v is None or _number(v), "a number or null"),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "JsonObject": (lambda v: isinstance(v, dict), "an object"),
+    "JsonObject | None": (lambda v: v is None or isinstance(v, dict), "an object or null"),
+    "list[str] | None": (lambda v: v is None or _list_of(lambda s: isinstance(s, str))(v), "a list of strings or null"),
     "list[str]": (_list_of(lambda v: isinstance(v, str)), "a list of strings"),
     "list[int]": (_list_of(_integer), "a list of integers"),
     "list[int] | None": (lambda v: v is None or _list_of(_integer)(v), "a list of integers or null"),
@@ -67,7 +69,8 @@ JSON_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
                                 "a list of objects or null"),
 }
 #: keys of the ``extra`` object that are written only when they have a value (not None)
-OPTIONAL_KEYS = frozenset({"capture", "triage", "divergences", "divergences_total", "empty", "eager_peak_mem",
+OPTIONAL_KEYS = frozenset({"capture", "triage", "divergences", "divergences_total", "cpu_fallbacks", "notes",
+                           "empty", "eager_peak_mem",
                            "dynamo_peak_mem", "compression_ratio", "machine_lock_wait_s", "min_run_time",
                            "requested_iterations_per_run", "calibrated_iterations_per_run", "calibration_step_ms",
                            "speedup_noise", "speedup_noise_statistic", "run_speedups",

@@ -233,8 +233,12 @@ def status_text(record: CaseRecord | None) -> str:
     if record.known_issue:
         notes.append(("xpass " if record.status in PASSING else "xfail ") + record.known_issue)
     parity = record.parity
+    if parity is not None and parity.cpu_fallbacks:
+        notes.append("CPU fallbacks")
     if parity is not None and parity.capture is not None and parity.capture.partial:
         notes.append("partial capture")
+    if parity is not None and parity.notes:
+        notes += parity.notes
     if parity is not None and parity.triage is not None and parity.triage.classification in CLASSIFICATIONS:
         notes.append(CLASSIFICATIONS[parity.triage.classification])
     if record.flaky:
