@@ -1105,11 +1105,10 @@ def test_pixel_shuffle_after_another_upscale_factor(xla_device: Any) -> None:
         f"pixel_shuffle(x, 3) after pixel_shuffle(x, 1) on XLA has shape {tuple(got.shape)}, eager (1, 1, 6, 6)")
 
 
-def test_nuclear_norm_of_a_batch(xla_device: Any) -> None:
-    """torch.norm(x, 'nuc', dim=[1, 2]) of a batch of matrices is wrong on XLA: a 0-d lazy result holding other values
-    than the per-matrix nuclear norms (found by the op suite: norm.nuc, both backends)."""
-    x = torch.randn(3, 4, 4)
-    got = torch.norm(x.to(xla_device), "nuc", dim=[1, 2]).cpu()
-    expected = torch.norm(x, "nuc", dim=[1, 2])
-    assert got.shape == expected.shape and torch.allclose(got, expected, atol=1e-4), (
-        f"norm(x, 'nuc', dim=[1, 2]) of a batch on XLA is {got.tolist()}, eager {expected.tolist()}")
+def test_svdvals_of_a_batch_shape(xla_device: Any) -> None:
+    """The singular values of a batch of matrices on lazy XLA have one matrix's shape ([5] for a [2, 5, 5] batch;
+    the data is [2, 5]), so the nuclear norm and cond of a batch are wrong (found by the op suite: norm.nuc and
+    linalg.cond on both backends)."""
+    x = torch.randn(2, 5, 5)
+    shape = tuple(torch.linalg.svdvals(x.to(xla_device)).shape)
+    assert shape == (2, 5), f"svdvals of a [2, 5, 5] batch on XLA has the lazy shape {shape}, eager (2, 5)"
