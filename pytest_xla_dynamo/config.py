@@ -16,7 +16,7 @@ import platform
 import shlex
 import shutil
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,18 +24,19 @@ from typing import Any
 import pytest
 
 from pytest_xla_dynamo.core.constants import MODES, SEED_MAX, TENSOR_MODES
-from pytest_xla_dynamo.fileio import MAX_RANGE
+from pytest_xla_dynamo.core.machine import THP_SETTING, can_pin, cpu_list, parse_cpus, thp_mode, usable_cpus
 from pytest_xla_dynamo.options import (
     BOOL_VALID,
     DEFAULT_ISOLATE_TIMEOUT,
+    DEFAULT_MIN_RUN_TIME,
     DEFAULT_SEED,
+    MIN_RUN_TIME_MAX,
     OPTIONS,
     OPTIONS_BY_DEST,
     Option,
     parse_bool,
     raw_value,
 )
-from pytest_xla_dynamo.timing.calibrate import DEFAULT_MIN_RUN_TIME, MIN_RUN_TIME_MAX
 from pytest_xla_dynamo.zoo.spec import ALL
 from pytest_xla_dynamo.zoo.spec import SEED_COLLECTION as SEED
 
@@ -56,7 +57,6 @@ PLACEMENTS = ("step", "run", "once", "fresh", "huge")  # --xla-placements (pytes
 SHARDS_MAX = 1000  # --xla-shard=I/N: N beyond any CI matrix (the split keeps a list of N loads)
 THREADS_MAX = 4096  # --xla-threads: beyond any machine's cores (torch takes a C int)
 MIN_AB_PAIRS = 3  # --xla-timing-base-python: the fewest pairs whose spread gives a noise (timing.noise)
-THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")  # --xla-placements=huge (timing.placement)
 THP_MODES = ("always", "madvise")  # the kernel's modes in which an madvise(MADV_HUGEPAGE) gets huge pages
 MAX_TIMING_PROCESSES = 15  # --xla-timing-processes: a typo guard (each process compiles the case again)
 
@@ -250,55 +250,6 @@ def to_command(opt: Option, value: str) -> tuple[str, ...]:
 
 
 CPUS_VALID = "a CPU list as taskset -c takes it (1, 0-1, 0,2) of the CPUs this process may run on: {usable}"
-
-
-def can_pin() -> bool:
-    """Whether this platform can pin threads to CPUs (Linux's ``sched_setaffinity``, ``/proc/self/task``)."""
-    return hasattr(os, "sched_setaffinity") and os.path.isdir("/proc/self/task")
-
-
-def thp_mode(path: Path = THP_SETTING) -> str | None:
-    """The kernel's transparent huge page mode (``always``, ``madvise`` or ``never``; None where there is none:
-    not Linux, or a kernel without THP)."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return None
-    start, end = text.find("["), text.find("]")
-    return text[start + 1:end] if 0 <= start < end else None
-
-
-def usable_cpus() -> frozenset[int]:
-    """The CPUs this process may run on (empty where the platform does not say)."""
-    try:
-        return frozenset(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return frozenset()
-
-
-def parse_cpus(value: str) -> tuple[int, ...]:
-    """``"0-2,5"`` -> ``(0, 1, 2, 5)`` (sorted, each once), as ``taskset -c`` reads a list; ``""`` -> ``()``.
-    ValueError on anything else, and on a CPU number from :data:`~pytest_xla_dynamo.fileio.MAX_RANGE` up (no
-    machine numbers its CPUs so high; ``0-100000000`` is refused before it is expanded)."""
-    cpus: set[int] = set()
-    for part in (p.strip() for p in value.split(",")):
-        if not part:
-            continue
-        low, dash, high = part.partition("-")
-        first, last = int(low), int(high) if dash else int(low)
-        if first < 0 or last < first:
-            raise ValueError(f"bad range {part!r}")
-        if last >= MAX_RANGE:  # bounded before the range is expanded
-            raise ValueError(f"range {part!r} beyond CPU {MAX_RANGE - 1}")
-        cpus.update(range(first, last + 1))
-    if value.strip() and not cpus:
-        raise ValueError("no CPU")
-    return tuple(sorted(cpus))
-
-
-def cpu_list(cpus: Iterable[int]) -> str:
-    """``(0, 2)`` -> ``"0,2"``: a CPU list as ``--xla-timing-cpus`` and ``taskset -c`` take it (:func:`parse_cpus`)."""
-    return ",".join(map(str, cpus))
 
 
 def to_cpus(opt: Option, value: str) -> tuple[int, ...]:

@@ -19,6 +19,11 @@ import pytest
 GROUP = "xla-dynamo"
 DEFAULT_SEED = 1337
 DEFAULT_ISOLATE_TIMEOUT = 1800.0  # seconds an isolated test may run (--xla-isolate-timeout)
+DEFAULT_MIN_RUN_TIME = 0.2
+"""``--xla-min-run-time``'s default, in seconds: a millisecond-scale run is at the mercy of one scheduler tick;
+0.2 s calibrates most of the small-tier timing cases for a seventh more job time (docs/timing.md, "Calibrated
+runs and the speedup's noise")."""
+MIN_RUN_TIME_MAX = 60.0  # seconds: beyond anything a timing job wants per run (a typo guard)
 BOOL_TRUE = ("1", "true", "yes", "on")
 BOOL_FALSE = ("", "0", "false", "no", "off")
 #: the valid values of every boolean the plugin reads (flags, environment variables), for messages
@@ -113,7 +118,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("repeat", "timed runs per case; baseline and backend runs interleave", "5", metavar="INT"),
     Option("min-run-time", "seconds each timed run lasts at least: the iterations per run grow to "
            "ceil(SECONDS / step) (the faster side's step, from the untimed steps), the same for baseline and "
-           "backend; 0..60, 0 = off (exactly --xla-iterations-per-run)", "0.2", metavar="SECONDS"),
+           "backend; 0..60, 0 = off (exactly --xla-iterations-per-run)", f"{DEFAULT_MIN_RUN_TIME:g}",
+           metavar="SECONDS"),
     Option("timing-processes", "fresh processes each timing case is measured in, one after the other; the "
            "record is their median speedup, its noise the spread between them (1..15; 1: in this process)", "1",
            metavar="INT"),

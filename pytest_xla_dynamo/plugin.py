@@ -127,11 +127,11 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     from pytest_xla_dynamo.known_issues.plugin import KnownIssuesPlugin
     from pytest_xla_dynamo.ops.plugin import OpsPlugin
     from pytest_xla_dynamo.report.plugin import ReportPlugin
+    from pytest_xla_dynamo.timing.plugin import ThreadBudgetPlugin
     from pytest_xla_dynamo.triage.plugin import TriagePlugin
     from pytest_xla_dynamo.workers.cpu_isa import CpuIsaPlugin
     from pytest_xla_dynamo.workers.isolation import IsolationPlugin
     from pytest_xla_dynamo.workers.sharding import ShardingPlugin
-    from pytest_xla_dynamo.workers.threads import ThreadBudgetPlugin
 
     # the concern plugins, each given the session (none of them imports torch), in the order of CONCERNS
     factories: dict[str, Callable[[XlaSession], object]] = {
@@ -146,16 +146,16 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
 def _share_the_machine(session: XlaSession) -> None:
     """In an xdist worker given the machine lock's folder: hold it for each test, take the worker's share of
     the cores for torch (:mod:`~pytest_xla_dynamo.workers.machine_lock`)."""
-    from pytest_xla_dynamo.timing.threads import available_cores
+    from pytest_xla_dynamo.core.machine import available_cores
     from pytest_xla_dynamo.workers import machine_lock
     from pytest_xla_dynamo.workers.xdist_hooks import SHARED_FOLDER_KEY
 
     folder = getattr(session.config, "workerinput", {}).get(SHARED_FOLDER_KEY)
     if not folder or session.worker_count < 2 or not machine_lock.available():
         return
-    session.machine_lock = lock = machine_lock.MachineLock(folder)
+    lock = machine_lock.MachineLock(folder)
     threads = machine_lock.worker_threads(available_cores(), session.worker_count)
-    session.config.pluginmanager.register(machine_lock.MachineLockPlugin(lock, threads), "xla_dynamo_machine_lock")
+    session.config.pluginmanager.register(machine_lock.MachineLockPlugin(lock, threads), machine_lock.PLUGIN_NAME)
 
 
 def _active(config: pytest.Config) -> bool:

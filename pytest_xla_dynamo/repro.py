@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import shlex
 
-from pytest_xla_dynamo.config import XlaConfig, cpu_list
-from pytest_xla_dynamo.options import DEFAULT_SEED
-from pytest_xla_dynamo.timing.calibrate import DEFAULT_MIN_RUN_TIME
+from pytest_xla_dynamo.config import XlaConfig
+from pytest_xla_dynamo.core.machine import cpu_list
+from pytest_xla_dynamo.options import DEFAULT_MIN_RUN_TIME, DEFAULT_SEED
 
 
 def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = False,

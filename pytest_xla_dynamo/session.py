@@ -4,8 +4,9 @@ Modelled on pytest-benchmark's ``BenchmarkSession`` and syrupy's ``SnapshotSessi
 builds one :class:`XlaSession` in ``pytest_configure``, registers it (and the concern plugins, each
 given this object), and every hook and fixture reaches the state through it. It holds the resolved
 options (:class:`~pytest_xla_dynamo.config.XlaConfig`), the backend registry, the record store, the
-case engine (created on first use: it is the only part that needs torch), the known-issue registry
-(set by the known-issues plugin), and what pytest-xdist workers sent back.
+case engine (created on first use: it is the only part that needs torch), and what pytest-xdist workers sent
+back. A concern's own state stays with its plugin (the known-issue registry, timing's thread budget, the machine
+lock): the session imports none of the concern subpackages.
 
 :attr:`XlaSession.is_worker` is the only "am I a worker" check. A worker sends one dict
 (:meth:`XlaSession.worker_output`) through ``config.workeroutput``; the controller merges it into its store
@@ -30,14 +31,11 @@ from pytest_xla_dynamo.core.backends import BackendRegistry
 from pytest_xla_dynamo.markers import case_mode
 from pytest_xla_dynamo.records import CaseRecord, RecordStore
 from pytest_xla_dynamo.repro import repro_command
-from pytest_xla_dynamo.timing.threads import ThreadBudget, budget_for
-from pytest_xla_dynamo.workers.machine_lock import MachineLock, NoLock
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
     from pytest_xla_dynamo.core.backends import Backend
     from pytest_xla_dynamo.core.engine import CaseEngine
-    from pytest_xla_dynamo.known_issues.registry import Registry
 
 #: ``config.workeroutput`` key of the one dict a worker sends: ``{"records": [...], "shard": [n, of]}``
 WORKEROUTPUT_KEY = "xla_dynamo"
@@ -60,8 +58,6 @@ class XlaSession:
         # popped: the child's own subprocesses (an xla_subprocess snippet) are not isolated children
         child = os.environ.pop(CHILD_ENV, None)
         self.child_output: Path | None = Path(child) if child else None
-        self.known_issues: Registry | None = None  # set by the known-issues plugin
-        self._thread_budget: ThreadBudget | None = None  # set by the thread-budget plugin
         self.worker_records: dict[str, int] = {}  # controller: records received per worker
         self.worker_peaks: dict[str, int] = {}  # controller: each worker's peak resident memory, kB
         self.worker_pids: dict[int, str] = {}  # controller: each worker's pid -> its id (the memory figures' names)
@@ -73,8 +69,6 @@ class XlaSession:
         self.activated_late = False  # the plugin turned on during collection: its header lines follow it
         self.unchecked_snapshots: set[str] = set()  # graph snapshots of cases that failed before comparing
         self._engine: CaseEngine | None = None
-        # shared by xdist workers: a test holds it shared, timed runs exclusive (set in a worker by plugin.py)
-        self.machine_lock: MachineLock | NoLock = NoLock()
 
     # --- where this process stands ------------------------------------------------------------------
 
@@ -100,18 +94,6 @@ class XlaSession:
         """``pytest`` or ``python -m pytest_xla_dynamo``: how repro commands start."""
         return launch.repro_prefix(self.config)
 
-    @property
-    def thread_budget(self) -> ThreadBudget:
-        """Timing's thread budget as the thread-budget plugin applied it, or (without that plugin) the option's
-        own, whose XLA part says it was not applied."""
-        if self._thread_budget is not None:
-            return self._thread_budget
-        return budget_for(self.xcfg.threads, xla="not set (the thread-budget plugin is not registered)")
-
-    @thread_budget.setter
-    def thread_budget(self, budget: ThreadBudget) -> None:
-        self._thread_budget = budget
-
     # --- collaborators ------------------------------------------------------------------------------
 
     @property
@@ -119,7 +101,7 @@ class XlaSession:
         """The process's case engine (prepared, compiled cases shared by parity, graphs and timing)."""
         if self._engine is None:
             from pytest_xla_dynamo.core.engine import CaseEngine
-            from pytest_xla_dynamo.parity.census import random_ops
+            from pytest_xla_dynamo.core.census import random_ops
 
             self._engine = CaseEngine(self.xcfg, self.backends, random_ops)
         return self._engine
@@ -152,7 +134,7 @@ class XlaSession:
 
     def worker_output(self) -> dict[str, Any]:
         """What a worker sends to the controller at the end of its session."""
-        from pytest_xla_dynamo.timing.memory import process_peak_kb
+        from pytest_xla_dynamo.core.machine import process_peak_kb
 
         return {"records": [r.to_json() for r in self.store],
                 "shard": list(self.shard_counts) if self.shard_counts else None, "peak_rss_kb": process_peak_kb(),

@@ -1,6 +1,8 @@
 """The package's layers, read from its own imports (module level, under ``TYPE_CHECKING`` and inside functions
-alike, parsed with :mod:`ast`): no import cycle, at most two imports from a lower layer up to a higher one, a
-core that imports nothing of the plugin layers nor of pytest, and a package root of at most 16 modules. Also
+alike, parsed with :mod:`ast`): no import cycle, neither between modules nor between folders (a subpackage or a
+root module: no two of them import each other, however long the loop), at most two imports from a lower layer up
+to a higher one (counted file by file), a core that imports nothing of the plugin layers nor of pytest, and a
+package root of at most 16 modules. Also
 its shape: no function longer than 60 lines, and CONTRIBUTING.md's module map a line per module of the tree.
 
 A newcomer placing a module: see CONTRIBUTING.md's map; a module of a new subpackage takes its layer from
@@ -137,6 +139,31 @@ def upward(graph: Mapping[str, set[str]]) -> list[str]:
     return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if layer_of(b) > layer_of(a))
 
 
+def folder_of(module: str) -> str:
+    """The folder a module stands in: its subpackage beneath the package (``timing``), or itself at the root."""
+    rest = module[len(PACKAGE) + 1:] if module != PACKAGE else "__init__"
+    return rest.split(".", 1)[0]
+
+
+def folder_graph(graph: Mapping[str, set[str]]) -> dict[str, dict[str, list[str]]]:
+    """Folder -> the folders it imports, each with the file imports that tie them (``"a.b -> c.d"``)."""
+    folders: dict[str, dict[str, list[str]]] = {folder_of(name): {} for name in graph}
+    for a, targets in graph.items():
+        for b in sorted(targets):
+            if folder_of(a) != folder_of(b):
+                folders[folder_of(a)].setdefault(folder_of(b), []).append(f"{a} -> {b}")
+    return folders
+
+
+def folder_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The folder-level loops of ``graph``: each with the file imports that tie it."""
+    folders = folder_graph(graph)
+    found = []
+    for loop in cycles({folder: set(targets) for folder, targets in folders.items()}):
+        found.append([edge for a in loop for b, edges in folders[a].items() if b in loop for edge in edges])
+    return found
+
+
 GRAPH = import_graph(module_files())
 
 
@@ -152,8 +179,21 @@ def test_the_check_finds_a_cycle_and_an_upward_import() -> None:
     assert upward({core: {plugin}, plugin: set()}) == [f"{core} -> {plugin}"]
 
 
+def test_the_check_finds_a_folder_loop() -> None:
+    a, b, c = (f"{PACKAGE}.{name}" for name in ("timing.check", "workers.threads", "timing.threads"))
+    assert cycles({a: set(), b: {c}, c: set()}) == []  # no module cycle ...
+    loop = {a: {b}, b: {c}, c: set()}
+    assert cycles(loop) == [] and folder_cycles(loop) == [[f"{a} -> {b}", f"{b} -> {c}"]]  # ... but a folder loop
+    assert folder_graph(loop)["workers"] == {"timing": [f"{b} -> {c}"]}
+
+
 def test_no_import_cycle() -> None:
     assert cycles(GRAPH) == []
+
+
+def test_no_two_folders_import_each_other() -> None:
+    """No loop between subpackages and root modules: every folder stands above all it imports."""
+    assert folder_cycles(GRAPH) == []
 
 
 def test_every_module_has_a_layer_and_few_imports_run_up() -> None:

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 def test_between_names_parameterless_modules_and_calls() -> None:
     from torch import nn
 
-    from pytest_xla_dynamo.parity.census import take
+    from pytest_xla_dynamo.core.census import take
 
     class Net(nn.Module):
         def __init__(self) -> None:
@@ -32,7 +32,7 @@ def test_between_names_parameterless_modules_and_calls() -> None:
 def test_attention_dropout_is_seen_with_its_probability() -> None:
     from torch import nn
 
-    from pytest_xla_dynamo.parity.census import take
+    from pytest_xla_dynamo.core.census import take
 
     mha = nn.MultiheadAttention(8, 2, dropout=0.1)
     x = torch.randn(3, 2, 8)
@@ -46,7 +46,7 @@ def test_random_calls_are_the_ones_no_patch_reaches() -> None:
     MultiheadAttention's attention dropout are random calls the patch reaches (listed only with ``patchable``)."""
     from torch import nn
 
-    from pytest_xla_dynamo.parity.census import random_calls, random_ops, take
+    from pytest_xla_dynamo.core.census import random_calls, random_ops, take
 
     class Net(nn.Module):
         def __init__(self) -> None:

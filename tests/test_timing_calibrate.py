@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from test_config import resolve, usage_error
 
-from pytest_xla_dynamo import repro
+from pytest_xla_dynamo import options, repro
 from pytest_xla_dynamo.timing import calibrate, noise
 
 
@@ -89,7 +89,7 @@ def test_noise_fields_for_the_record() -> None:
 
 
 def test_min_run_time_default_values_and_repro() -> None:
-    assert resolve().min_run_time == calibrate.DEFAULT_MIN_RUN_TIME == 0.2
+    assert resolve().min_run_time == options.DEFAULT_MIN_RUN_TIME == 0.2
     assert resolve(cli={"xla_min_run_time": "0"}).min_run_time == 0.0
     assert resolve(cli={"xla_min_run_time": " 1.5 "}).min_run_time == 1.5
     assert resolve(cli={"xla_min_run_time": "60"}).min_run_time == 60.0

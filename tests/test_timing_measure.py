@@ -238,7 +238,7 @@ def test_measure_draws_a_cpu_sides_placement_before_each_of_its_timed_runs(monke
     drawn_step = ["base step", "base drop_grads", "base step"]  # the draw's untimed step, then a timed one
     assert timed == (drawn_step * 2 + ["base drop_grads", "case step", "case step", "case drop_grads"]) * 3
     assert timing.measure(case, baseline, 2, 1).redraws == {}  # type: ignore[arg-type]  # the default: "once"
-    # "fresh" (the session's malloc setting, workers.threads): recorded, nothing drawn, the steps as "once" takes them
+    # "fresh" (the session's malloc setting, timing.plugin): recorded, nothing drawn, the steps as "once" takes them
     log.clear()
     result = timing.measure(case, baseline, 2, 3, placements="fresh")  # type: ignore[arg-type]
     assert (result.placements, result.redraws) == ("fresh", {})

@@ -15,7 +15,9 @@ from pytest_xla_dynamo import config as xconfig
 from pytest_xla_dynamo.core import devices
 from pytest_xla_dynamo.core.backends import default_registry
 from pytest_xla_dynamo.session import XlaSession
+from pytest_xla_dynamo.timing import plugin as timing_plugin
 from pytest_xla_dynamo.timing import threads
+from pytest_xla_dynamo.timing.plugin import ThreadBudgetPlugin, session_budget
 from pytest_xla_dynamo.timing.threads import (
     AUTO,
     XLA_THREADS_ENV,
@@ -23,8 +25,6 @@ from pytest_xla_dynamo.timing.threads import (
     budget_for,
     set_xla_threads,
 )
-from pytest_xla_dynamo.workers import threads as workers_threads
-from pytest_xla_dynamo.workers.threads import ThreadBudgetPlugin
 
 
 class FakeConfig:
@@ -98,7 +98,7 @@ def test_the_plugin_sets_pjrt_nproc_only_for_a_timing_session_and_restores_it(mo
     plugin = ThreadBudgetPlugin(session)
     plugin.pytest_collection_modifyitems(None, config, [parity_item, timing_item])  # type: ignore[arg-type]
     assert os.environ[XLA_THREADS_ENV] == "2"
-    assert session.thread_budget is plugin.budget
+    assert session_budget(session) is plugin.budget
     assert plugin.budget.threads == 2 and plugin.budget.xla == "PJRT_NPROC=2"
     assert "threads: 2 (2, " in (plugin.pytest_report_collectionfinish(config) or "")  # type: ignore[arg-type]
     plugin.pytest_unconfigure(config)  # type: ignore[arg-type]
@@ -117,7 +117,7 @@ def test_the_plugin_fixes_mallocs_pages_with_fresh_placements_in_a_timing_sessio
     monkeypatch.setattr(devices, "runtime_up", lambda: False)
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
     fixed: list[str] = []
-    monkeypatch.setattr(workers_threads, "fresh_pages", lambda: fixed.append("fixed"))
+    monkeypatch.setattr(timing_plugin, "fresh_pages", lambda: fixed.append("fixed"))
     config = FakeConfig()
     timing_item: Any = SimpleNamespace(fixturenames=["xla_timing"])
     parity_item: Any = SimpleNamespace(fixturenames=["xla_parity"])
@@ -145,7 +145,7 @@ def test_the_reports_environment_entry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_without_the_plugin_the_budget_says_xla_was_not_set() -> None:
-    budget = XlaSession(FakeConfig(), xconfig.XlaConfig(threads=3), default_registry()).thread_budget  # type: ignore[arg-type]
+    budget = session_budget(XlaSession(FakeConfig(), xconfig.XlaConfig(threads=3), default_registry()))  # type: ignore[arg-type]
     assert budget.threads == 3 and budget.xla.startswith("not set")
 
 

@@ -66,7 +66,7 @@ class CaseEngine:
     def __init__(self, xcfg: CaseOptions, backends: BackendRegistry, random_ops: RandomOps | None = None) -> None:
         self.xcfg = xcfg
         self.backends = backends
-        # the random functional calls of a user's model no patch reaches (``parity.census.random_ops``, given by the
+        # the random functional calls of a user's model no patch reaches (``core.census.random_ops``, given by the
         # session: the core imports no plugin layer)
         self.random_ops = random_ops
         self.cases = CaseCache()

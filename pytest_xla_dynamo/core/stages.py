@@ -17,6 +17,8 @@ from typing import Any
 #: the stages of a case, in the order a step runs them
 STAGES = ("build", "place", "forward", "loss", "backward", "optimizer step", "sync", "comparison")
 ATTR = "_xla_dynamo_where"
+#: an exception attribute: its message carries a triage already (a timing process's report), so it gets no second one
+TRIAGED = "xla_triaged"
 
 # exception class names (anywhere in the MRO) that mean a compile, and which one
 _COMPILE = {"BackendCompilerFailed": "the dynamo backend's compile"}

@@ -2,8 +2,8 @@
 
 ``plugin.py`` registers one :class:`KnownIssuesPlugin` per session (after the session object). It
 loads the registry from the packaged file, ``--xla-known-issues-file`` and the
-``pytest_xla_known_issues`` hook (a bad entry is a usage error), puts it on the session
-(``session.known_issues``), applies it at collection (``tryfirst``), judges each report (a
+``pytest_xla_known_issues`` hook (a bad entry is a usage error), puts it on the pytest config's stash
+(:func:`session_registry`), applies it at collection (``tryfirst``), judges each report (a
 ``tryfirst`` ``pytest_runtest_makereport`` wrapper) and, where this process reports, prints the
 summary from the reports it received (also under pytest-xdist). No torch here.
 """
@@ -24,6 +24,14 @@ from pytest_xla_dynamo.versions import installed_versions
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
+
+#: the session's registry as the known-issues plugin loaded it (read through :func:`session_registry`)
+REGISTRY_KEY = pytest.StashKey[Registry]()
+
+
+def session_registry(config: pytest.Config) -> Registry | None:
+    """The registry the known-issues plugin loaded for this session (None: the plugin is not registered)."""
+    return config.stash.get(REGISTRY_KEY, None)
 
 
 class KnownIssuesPlugin:
@@ -46,7 +54,7 @@ class KnownIssuesPlugin:
         if unknown:
             raise pytest.UsageError("known issues: filters that name no backend or model of this session:\n"
                                     + "\n".join(unknown))
-        session.known_issues = self.registry
+        self.config.stash[REGISTRY_KEY] = self.registry
         self.log = OutcomeLog()  # filled from reports (on the xdist controller too)
 
     @pytest.hookimpl(tryfirst=True)

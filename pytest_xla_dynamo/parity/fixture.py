@@ -21,6 +21,7 @@ from pytest_xla_dynamo.core import metrics
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.capture import Capture, parity_status
 from pytest_xla_dynamo.core.patches import RandomOpsError
+from pytest_xla_dynamo.known_issues.plugin import session_registry
 from pytest_xla_dynamo.markers import item_patches
 from pytest_xla_dynamo.parity import plain_math
 from pytest_xla_dynamo.parity.compare import Tolerance, tolerance_for
@@ -100,7 +101,8 @@ class XlaParity(CaseCheck):
                 triage.no_proposal = "eager's fast path differs, not the backend (not an upstream problem of it)"
                 deep = False  # the reruns would compare against the same fast path
             notes += [f"eager's fast-path check did not run: {fast.error}"] if fast.error else []
-        registry = self.session.known_issues if self.session.known_issues is not None else ()
+        loaded = session_registry(self.session.config)
+        registry = loaded if loaded is not None else ()
         if deep and result.divergences:
             self._diagnose(spec, backend, mode, result, triage, registry, notes)
         return triage.analyze(registry, installed_versions())

@@ -153,7 +153,7 @@ def localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: st
 
 def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
               buffers: Sequence[str], patches: Sequence[str], suspects: list[Suspect]) -> list[str]:
-    from pytest_xla_dynamo.parity.census import take
+    from pytest_xla_dynamo.core.census import take
 
     with plain_math():  # the references on eager's plain path, as parity's (XLA never takes the fast paths)
         key, model, inputs, fp64_model, fp64_inputs = start_of_step(engine, spec, mode, step, patches)

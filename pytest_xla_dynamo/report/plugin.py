@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_xla_dynamo.core.machine import process_peak_kb
 from pytest_xla_dynamo.records import CaseRecord, sort_records
 from pytest_xla_dynamo.report.jsonl import environment_info
 from pytest_xla_dynamo.report.tables import speedup_tables, status_table
 from pytest_xla_dynamo.report.writer import ReportSet, Terminated, file_formats
-from pytest_xla_dynamo.timing.memory import TreeSampler, memory_line, process_peak_kb, session_peaks
+from pytest_xla_dynamo.timing.memory import TreeSampler, memory_line, session_peaks
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession

@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from pytest_xla_dynamo.config import cpu_list
+from pytest_xla_dynamo.core.machine import cpu_list
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
 from pytest_xla_dynamo.timing.noise import median_noise
 from pytest_xla_dynamo.timing.stats import median

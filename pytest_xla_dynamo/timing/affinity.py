@@ -20,7 +20,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from pytest_xla_dynamo.config import usable_cpus
+from pytest_xla_dynamo.core.machine import usable_cpus
 
 
 def current() -> tuple[int, ...]:

@@ -14,16 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-DEFAULT_MIN_RUN_TIME = 0.2
-"""``--xla-min-run-time``'s default, in seconds. The small-tier timing suite's 36 cases step in 5 ms
-(BERT inference) to 7 s (vgg16 training); at one iteration per run a millisecond-scale run is at the mercy
-of one scheduler tick or one preempted thread. Counted from the committed per-case figures
-(the 2026-12-01 thread-budget run, docs/timing.md, run 1) at the default ``--xla-repeat=5``: the timed runs take 245 s at
-one iteration per run; a 0.2 s minimum calibrates 26 of 36 cases and adds 116 s to the ~800-900 s job
-(0.1 s: +50 s; 0.25 s: +148 s; 0.5 s: +401 s, half the job again). The cost is the slow side's: a case
-whose backend is 10x slower than eager runs the backend for 10 x 0.2 s per run."""
-
-MIN_RUN_TIME_MAX = 60.0  # seconds: beyond anything a timing job wants per run (a typo guard)
 MAX_CALIBRATED = 100_000  # iterations per run: the guard against a step estimate of (almost) nothing
 
 

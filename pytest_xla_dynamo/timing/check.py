@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_xla_dynamo.core.stages import TRIAGED
 from pytest_xla_dynamo.records import (
     UNRELIABLE,
     Attempt,
@@ -51,11 +52,11 @@ from pytest_xla_dynamo.timing import across, affinity, interference, placement
 from pytest_xla_dynamo.timing.measure import Measurement, measure, settle
 from pytest_xla_dynamo.timing.memory import device_memory, memory_figures
 from pytest_xla_dynamo.timing.noise import noise_fields
+from pytest_xla_dynamo.timing.plugin import session_budget
 from pytest_xla_dynamo.timing.stats import SPEEDUP_STATISTIC, compilation_latency
 from pytest_xla_dynamo.timing.threads import apply_torch_threads
-from pytest_xla_dynamo.triage.plugin import TRIAGED
 from pytest_xla_dynamo.workers import isolation
-from pytest_xla_dynamo.workers.machine_lock import MachineLock, NoLock
+from pytest_xla_dynamo.workers.machine_lock import MachineLock, NoLock, session_lock
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
@@ -180,6 +181,7 @@ class XlaTiming(CaseCheck):
     def __init__(self, session: XlaSession, item: pytest.Item, benchmark: Any) -> None:
         super().__init__(session, item)
         self.benchmark = benchmark
+        self._lock = session_lock(session.config)  # shared with the other xdist workers, else a no-op
 
     def check_case(self, spec: zoo.ModelSpec, backend: Backend, mode: str | None = None) -> CaseRecord:
         """Time ``spec`` on ``backend`` (mode: the ``xla_mode`` marker by default) and record it.
@@ -215,7 +217,7 @@ class XlaTiming(CaseCheck):
     def _open(self, spec: zoo.ModelSpec, backend: Backend, mode: str) -> _Run:
         """Refuse what cannot be timed (skips, usage errors), set the threads and say what the record holds."""
         session, xcfg = self.session, self.session.xcfg
-        refusal = xdist_refusal(session.worker_count, locked=not isinstance(session.machine_lock, NoLock))
+        refusal = xdist_refusal(session.worker_count, locked=not isinstance(self._lock, NoLock))
         if refusal is not None:
             pytest.skip(refusal)
         base_backend = session.backends.get(xcfg.baseline_backend)
@@ -224,7 +226,7 @@ class XlaTiming(CaseCheck):
                         "definition")
         self._supports(mode, backend, base_backend, what="timing: ")
         iterations, repeat = xcfg.iterations_per_run, xcfg.repeat
-        budget = session.thread_budget
+        budget = session_budget(session)
         thread_info = {**budget.to_dict(), "torch": apply_torch_threads(budget.threads)}
         base_fields: dict[str, Any] = dict(
             **self._fields(spec, backend, mode, self._repro(backend, timing=True)), baseline=base_backend.name,
@@ -237,14 +239,14 @@ class XlaTiming(CaseCheck):
     @property
     def _shared_lock(self) -> bool:
         """Whether the machine lock is shared with other xdist workers (else it is a no-op)."""
-        return isinstance(self.session.machine_lock, MachineLock)
+        return isinstance(self._lock, MachineLock)
 
     @contextlib.contextmanager
     def _machine_alone(self) -> Iterator[float]:
         """Hold the machine alone for timed work: the lock exclusive (other xdist workers wait; a no-op without
         them), then until the other workers' last work (a report sent, a model freed) has ended; yields the
         seconds waited, the settling included."""
-        with self.session.machine_lock.exclusive() as waited:
+        with self._lock.exclusive() as waited:
             yield waited + (settle() if self._shared_lock else 0.0)
 
     def _across_processes(self, run: _Run) -> CaseRecord:

@@ -14,7 +14,7 @@ each side is timed too, and N grows so that each run lasts at least that long, t
 (:mod:`~pytest_xla_dynamo.timing.calibrate`). With ``--xla-placements`` ``step`` or ``run`` a side on the CPU
 draws where its memory lands anew, untimed, before each of its timed steps or runs, and takes one untimed step
 after each draw (:mod:`~pytest_xla_dynamo.timing.placement`; ``fresh`` is the session's, set before any model
-is built: :mod:`pytest_xla_dynamo.workers.threads`).
+is built: :mod:`pytest_xla_dynamo.timing.plugin`).
 """
 
 from __future__ import annotations

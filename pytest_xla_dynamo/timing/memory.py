@@ -12,10 +12,10 @@ They are filled only with a per-case figure:
   (torch_xla 2.9: "UNIMPLEMENTED: GetAllocatorStats is not supported").
 
 What was read, and why a column is empty, goes to the record's :class:`~pytest_xla_dynamo.records.MemoryFigures`
-with the columns (the JSON report's ``extra.memory``). A
-session's own peak (:func:`process_peak_kb`, with its xdist workers') goes to the JSON report's environment,
-beside the peak of all its processes together: :class:`TreeSampler` sums the resident memory (``VmRSS``) of
-the session's process tree (the controller, its xdist workers, their children: an op server, an isolated
+with the columns (the JSON report's ``extra.memory``). A session's own peak
+(:func:`~pytest_xla_dynamo.core.machine.process_peak_kb`, with its xdist workers') goes to the JSON report's
+environment, beside the peak of all its processes together: :class:`TreeSampler` sums the resident memory
+(``VmRSS``) of the session's process tree (the controller, its xdist workers, their children: an op server, an isolated
 test) every half second in a daemon thread, on the process that reports only.
 """
 
@@ -38,15 +38,6 @@ CPU_REASON = ("on the CPU only the process-wide peak RSS (ru_maxrss) exists, whi
 SHARED_PEAK = ("the XLA device's peak_bytes_used is the process's peak since it started, not this case's: "
                "a per-case figure needs --xla-isolate")
 SAME_DEVICE = "baseline and backend share the XLA device, whose peak_bytes_used covers both"
-
-
-def process_peak_kb() -> int:
-    """This process's peak resident memory in kB, or its waited-for children's where larger (an isolated
-    test's child): ``ru_maxrss``, what GNU time reports."""
-    import resource
-
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return max(own.ru_maxrss, children.ru_maxrss)
 
 
 def session_peaks(own_kb: int, workers: dict[str, int], summed: dict[str, Any] | None = None) -> dict[str, Any]:

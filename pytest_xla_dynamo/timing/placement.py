@@ -17,7 +17,7 @@ so the optimizer keeps them). The weights' values are unchanged. A case on an XL
 buffers are its runtime's, not malloc's heap. Memory: the spacers (20 MB on average, at most 72 MB) and, for a
 moment, one tensor's copy.
 
-``--xla-placements=fresh`` (:func:`fresh_pages`, applied by :mod:`pytest_xla_dynamo.workers.threads` once
+``--xla-placements=fresh`` (:func:`fresh_pages`, applied by :mod:`pytest_xla_dynamo.timing.plugin` once
 collection has selected a timing test, before any model is built: fixed later, it changes nothing, as the heap's
 free blocks from the warm-up serve the steps) instead fixes glibc malloc's mmap threshold at 128 KB for the rest
 of the process: every block of 128 KB or more that malloc hands out in the process is then a fresh ``mmap`` of

@@ -6,7 +6,7 @@
   warmed up and timed (:func:`apply_torch_threads`), and
 * XLA:CPU's: ``PJRT_NPROC``, which the PJRT CPU client reads when the runtime starts (XLA's
   ``DefaultThreadPoolSize``, the size of its dispatch and Eigen pools). It must be set before the runtime
-  is up: :class:`~pytest_xla_dynamo.workers.threads.ThreadBudgetPlugin` sets it once collection has
+  is up: :class:`~pytest_xla_dynamo.timing.plugin.ThreadBudgetPlugin` sets it once collection has
   selected a timing test (before any test runs) and puts the environment back at ``pytest_unconfigure``;
   sessions without timing tests keep XLA:CPU's default threads.
 
@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_xla_dynamo.core import devices
+from pytest_xla_dynamo.core.machine import available_cores
 
 AUTO = "auto"
 XLA_THREADS_ENV = "PJRT_NPROC"  # read by the PJRT CPU client when the runtime starts
@@ -35,14 +36,6 @@ AUTO_ONE_THREAD_MAX_CORES = 2
 (issue 14, ``benchmarks/thread_budget.py``): CPU eager with torch's default 2 OpenMP threads takes 2-5x
 longer per ViT training step when one busy process competes, while 1 thread is as fast as 2 at the small
 tier quiet and barely moves loaded; XLA:CPU is far less affected either way."""
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the platform tells, else the count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not on every platform
-        return max(1, os.cpu_count() or 1)
 
 
 def auto_threads(cores: int) -> int:

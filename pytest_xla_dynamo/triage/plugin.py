@@ -5,8 +5,8 @@ sees the final report (xfails applied and judged). For a failed call it takes th
 kept on the item, or triages the exception itself where the test uses the plugin's XLA fixtures,
 matches it against the registry, puts the header on the report and adds the triage as a user property
 (``xla_triage``, JSON), which travels with the report (xdist, isolated tests). An exception whose
-:data:`TRIAGED` attribute is true carries a triage made elsewhere (a timing process's report, in its message)
-and gets none on top. No torch here.
+:data:`~pytest_xla_dynamo.core.stages.TRIAGED` attribute is true carries a triage made elsewhere (a timing
+process's report, in its message) and gets none on top. No torch here.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo.core.stages import class_names
+from pytest_xla_dynamo.core.stages import TRIAGED, class_names
 from pytest_xla_dynamo.triage import Triage, for_item, recalled
 from pytest_xla_dynamo.triage.longrepr import decorate
 
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
 
 PROP_TRIAGE = "xla_triage"
-TRIAGED = "xla_triaged"  # an exception attribute: its message carries a triage already (no second one)
 
 
 def _param(item: pytest.Item, name: str) -> str:
@@ -75,9 +74,10 @@ class TriagePlugin:
             triage = self._generic(item, exc)
         if triage is None:
             return rep
+        from pytest_xla_dynamo.known_issues.plugin import session_registry
         from pytest_xla_dynamo.versions import installed_versions
 
-        registry = self.session.known_issues
+        registry = session_registry(self.session.config)
         triage.analyze(registry if registry is not None else (), installed_versions())
         config = item.config
         style = "long" if config.option.fulltrace else str(config.option.tbstyle)

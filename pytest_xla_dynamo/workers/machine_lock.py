@@ -30,6 +30,7 @@ except ImportError:  # not POSIX
     _fcntl = None
 
 _LOCK, _TURNSTILE = "machine.lock", "turnstile.lock"
+PLUGIN_NAME = "xla_dynamo_machine_lock"  # the worker's MachineLockPlugin, as registered
 
 
 def available() -> bool:
@@ -131,7 +132,7 @@ def worker_threads(cores: int, workers: int) -> int:
 class MachineLockPlugin:
     """A worker's side (registered in an xdist worker given a lock folder): each test runs holding the lock
     shared, and torch's threads are the worker's share of the cores. The timing check takes it exclusive
-    for its timed runs (``XlaSession.machine_lock``)."""
+    for its timed runs (:func:`session_lock`)."""
 
     def __init__(self, lock: MachineLock, threads: int) -> None:
         self.lock = lock
@@ -161,3 +162,10 @@ class MachineLockPlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.lock.close()
+
+
+def session_lock(config: pytest.Config) -> MachineLock | NoLock:
+    """The lock this process shares with the other xdist workers (its :class:`MachineLockPlugin`'s, registered
+    in a worker given a lock folder), else a :class:`NoLock`."""
+    plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    return plugin.lock if isinstance(plugin, MachineLockPlugin) else NoLock()

@@ -1,7 +1,7 @@
-"""The thread-budget plugin: applies the budget of :mod:`pytest_xla_dynamo.timing.threads` to the session.
+"""The timing wing's plugin: applies the thread budget of :mod:`pytest_xla_dynamo.timing.threads` to the session.
 
 ``PJRT_NPROC`` is set once collection has selected a timing test (before any test starts the XLA runtime)
-and put back at unconfigure; the budget as applied is the session's (``XlaSession.thread_budget``). At the same
+and put back at unconfigure; the budget as applied is the session's (:func:`session_budget`). At the same
 moment, with ``--xla-placements=fresh``, malloc's mmap threshold is fixed for the process
 (:func:`pytest_xla_dynamo.timing.placement.fresh_pages`): before any model is built, so that the heap never grows
 large blocks a later step could reuse (fixed after a warm-up, it changes nothing: the heap's free blocks serve the
@@ -24,6 +24,18 @@ from pytest_xla_dynamo.timing.threads import XLA_THREADS_ENV, ThreadBudget, budg
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
 
+#: the budget as the plugin applied it, on the pytest config's stash (read through :func:`session_budget`)
+BUDGET_KEY = pytest.StashKey[ThreadBudget]()
+
+
+def session_budget(session: XlaSession) -> ThreadBudget:
+    """The session's thread budget as :class:`ThreadBudgetPlugin` applied it, or (without that plugin) the option's
+    own, whose XLA part says it was not applied."""
+    budget = session.config.stash.get(BUDGET_KEY, None)
+    if budget is not None:
+        return budget
+    return budget_for(session.xcfg.threads, xla="not set (the thread-budget plugin is not registered)")
+
 
 class ThreadBudgetPlugin:
     """Applies the session's thread budget where the session times something: once collection has selected
@@ -38,7 +50,7 @@ class ThreadBudgetPlugin:
         self._saved = {XLA_THREADS_ENV: os.environ.get(XLA_THREADS_ENV)}  # the variables set here, as they were
         self._applied = False
         self.budget = budget_for(session.xcfg.threads, xla="not set (no timing test in this session)")
-        session.thread_budget = self.budget
+        session.config.stash[BUDGET_KEY] = self.budget
 
     def apply(self) -> ThreadBudget:
         """Set XLA:CPU's threads (and, with ``--xla-placements=fresh``, malloc's pages; with ``huge``, torch's huge
@@ -50,7 +62,7 @@ class ThreadBudgetPlugin:
             if self.session.xcfg.placements == "huge":
                 self._saved[THP_ENV] = huge_pages()
             self.budget = replace(self.budget, xla=set_xla_threads(self.budget.threads))
-            self.session.thread_budget = self.budget
+            self.session.config.stash[BUDGET_KEY] = self.budget
         return self.budget
 
     @pytest.hookimpl(trylast=True)
