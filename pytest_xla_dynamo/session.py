@@ -100,8 +100,8 @@ class XlaSession:
     def engine(self) -> CaseEngine:
         """The process's case engine (prepared, compiled cases shared by parity, graphs and timing)."""
         if self._engine is None:
-            from pytest_xla_dynamo.core.engine import CaseEngine
             from pytest_xla_dynamo.core.census import random_ops
+            from pytest_xla_dynamo.core.engine import CaseEngine
 
             self._engine = CaseEngine(self.xcfg, self.backends, random_ops)
         return self._engine
