@@ -108,7 +108,7 @@ def explicit_options(config: pytest.Config) -> list[str]:
     """The plugin options this session sets (command line, environment, ini), as flags."""
     from pytest_xla_dynamo.options import OPTIONS, raw_value
 
-    return [opt.cli for opt in OPTIONS if raw_value(config, opt)[1] != "default"]
+    return [opt.shown for opt in OPTIONS if raw_value(config, opt)[1] != "default"]
 
 
 def eager_reason(config: pytest.Config, environ: dict[str, str] | None = None) -> str | None:

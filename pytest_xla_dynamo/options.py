@@ -1,7 +1,8 @@
 """The options' declarations: every ``--xla-...`` flag, its ini key and environment variables, and how a
 raw value is read (command line > environment > ini > default).
 
-Every option is a ``--xla-...`` flag in the ``xla-dynamo`` group, mirrored as an ini key
+Every option is a ``--xla-...`` flag in the ``xla-dynamo`` group (a lab setting, ``on_cli=False``, none: its ini
+key and environment variables alone), mirrored as an ini key
 (``xla_backend``) and as an environment variable (``PYTEST_XLA_BACKEND``; the seed's
 ``REPLACE_MAXPOOL`` and ``USE_FAKE_TENSOR`` too, read with the plugin's one boolean parser). Raw values
 stay plain strings (pytest-xdist pickles them); :mod:`pytest_xla_dynamo.config` validates them into the
@@ -45,11 +46,18 @@ class Option:
     env_map: Callable[[str, str], str | None] | None = None
     # where the value being validated came from ("env PYTEST_XLA_SEED", "ini"): set while resolving
     source: str = ""
+    # False: a lab setting, an ini key and environment variables only (no flag in ``pytest --help``)
+    on_cli: bool = True
+
+    @property
+    def shown(self) -> str:
+        """How messages name it: the flag, or a lab setting's ini key."""
+        return self.cli if self.on_cli else self.dest
 
     @property
     def label(self) -> str:
-        """The flag, and where its value came from unless that is the command line: for messages."""
-        return self.cli if self.source in ("", "command line", "default") else f"{self.cli} ({self.source})"
+        """The flag (or ini key), and where its value came from unless that is the command line: for messages."""
+        return self.shown if self.source in ("", "command line", "default") else f"{self.shown} ({self.source})"
 
     @property
     def dest(self) -> str:
@@ -184,18 +192,20 @@ def help_texts(opt: Option, help_values: Mapping[str, str]) -> tuple[str, str]:
     text = opt.help.format(**help_values)
     envs = ", ".join(opt.envvars)
     flag = f"{text} [env {envs}]" if opt.flag else f"{text} (default: {opt.default or 'none'}) [env {envs}]"
+    if not opt.on_cli:
+        return flag, f"lab setting (ini and environment only): {flag}"
     return flag, f"{text} (--xla-{opt.name})"
 
 
 def add_options(parser: pytest.Parser, help_values: Mapping[str, str]) -> None:
-    """Declare every option in one group, each mirrored as an ini key."""
+    """Declare every option in one group, each mirrored as an ini key (a lab setting: the ini key alone)."""
     group = parser.getgroup(GROUP, "dynamo + torch_xla conformance (pytest-xla-dynamo)")
     for opt in OPTIONS:
         flag_help, ini_help = help_texts(opt, help_values)
-        if opt.flag:
+        if opt.on_cli and opt.flag:
             group.addoption(opt.cli, *opt.aliases, action="store_true", default=None, dest=opt.dest,
                             help=flag_help)
-        else:
+        elif opt.on_cli:
             group.addoption(opt.cli, *opt.aliases, action="store", default=None, dest=opt.dest,
                             metavar=opt.metavar, help=flag_help)
         parser.addini(opt.dest, ini_help, default=None)
@@ -218,9 +228,10 @@ def fill_help(config: pytest.Config, help_values: Mapping[str, str]) -> None:
 
 
 def raw_value(config: pytest.Config, opt: Option, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The option's raw string and its source: command line > environment > ini > default."""
+    """The option's raw string and its source: command line > environment > ini > default (a lab setting:
+    environment > ini > default)."""
     env = os.environ if environ is None else environ
-    cli = config.getoption(opt.dest, default=None)
+    cli = config.getoption(opt.dest, default=None) if opt.on_cli else None
     if cli is not None:
         return ("true" if cli is True else str(cli)), "command line"
     for var in opt.envvars:

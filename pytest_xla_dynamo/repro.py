@@ -6,7 +6,16 @@ import shlex
 
 from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.core.machine import cpu_list
-from pytest_xla_dynamo.options import DEFAULT_MIN_RUN_TIME, DEFAULT_SEED
+from pytest_xla_dynamo.options import DEFAULT_MIN_RUN_TIME, DEFAULT_SEED, OPTIONS_BY_DEST
+
+
+def _arg(dest: str, value: object = None) -> list[str]:
+    """The option ``dest`` given ``value`` (None: a flag, on): ``--xla-<name>=VALUE``, or for a lab setting (no
+    flag) ``-o xla_<name>=VALUE``."""
+    opt = OPTIONS_BY_DEST[dest]
+    if opt.on_cli:
+        return [opt.cli if value is None else f"{opt.cli}={value}"]
+    return ["-o", f"{dest}={'true' if value is None else value}"]
 
 
 def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = False,
@@ -23,9 +32,9 @@ def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = 
     if xcfg.steps != 2:
         args.append(f"--xla-steps={xcfg.steps}")
     if xcfg.dropout != "identity":
-        args.append(f"--xla-dropout={xcfg.dropout}")
+        args += _arg("xla_dropout", xcfg.dropout)
     if xcfg.randomize_input:
-        args.append("--xla-randomize-input")
+        args += _arg("xla_randomize_input")
     if xcfg.tolerance is not None:
         args.append(f"--xla-tolerance={xcfg.tolerance:g}")
     if xcfg.patches:
@@ -35,19 +44,19 @@ def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = 
     if timing:
         args += [f"--xla-iterations-per-run={xcfg.iterations_per_run}", f"--xla-repeat={xcfg.repeat}"]
         if xcfg.min_run_time != DEFAULT_MIN_RUN_TIME:
-            args.append(f"--xla-min-run-time={xcfg.min_run_time:g}")
+            args += _arg("xla_min_run_time", f"{xcfg.min_run_time:g}")
         if xcfg.placements != "once":
-            args.append(f"--xla-placements={xcfg.placements}")
+            args += _arg("xla_placements", xcfg.placements)
         if xcfg.timing_cpus:
-            args.append(f"--xla-timing-cpus={cpu_list(xcfg.timing_cpus)}")
+            args += _arg("xla_timing_cpus", cpu_list(xcfg.timing_cpus))
         if xcfg.timing_processes != 1:
             args.append(f"--xla-timing-processes={xcfg.timing_processes}")
         if xcfg.timing_base_python:
             args.append(f"--xla-timing-base-python={shlex.join(xcfg.timing_base_python)}")
         if not xcfg.baseline_auto:
-            args.append(f"--xla-baseline-backend={xcfg.baseline_backend}")
+            args += _arg("xla_baseline_backend", xcfg.baseline_backend)
         if xcfg.threads is not None:
-            args.append(f"--xla-threads={xcfg.threads}")
+            args += _arg("xla_threads", xcfg.threads)
         args += ["-p", "no:xdist"]
     return prefix + " " + shlex.join(args)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -171,3 +172,28 @@ def test_docs_name_every_zoo_collection() -> None:
     described = row.split("|")[3]
     named = [n for n in re.findall(r"`([a-z_]+)`", described) if n != "all"]
     assert named == list(collection_names()), (named, collection_names())
+
+
+class _Config:
+    """What :func:`raw_value` reads: a command-line value and an ini value for every dest."""
+
+    def getoption(self, dest: str, default: object = None) -> object:
+        return "from the command line"
+
+    def getini(self, dest: str) -> object:
+        return "from ini"
+
+
+def test_a_lab_setting_is_an_ini_key_and_environment_variable_only() -> None:
+    """``on_cli=False``: no flag in ``pytest --help`` (the ini key alone), read env > ini > default; named by its
+    ini key in messages and as ``-o xla_<name>=VALUE`` in repro commands."""
+    from pytest_xla_dynamo.options import Option, help_texts, raw_value
+    from pytest_xla_dynamo.repro import _arg
+
+    lab = Option("lab-knob", "a knob", "1", on_cli=False)
+    config: Any = _Config()
+    assert raw_value(config, lab, {}) == ("from ini", "ini")
+    assert raw_value(config, lab, {"PYTEST_XLA_LAB_KNOB": "2"}) == ("2", "env PYTEST_XLA_LAB_KNOB")
+    assert raw_value(config, Option("knob", "a knob", "1"), {})[1] == "command line"
+    assert lab.label == "xla_lab_knob" and help_texts(lab, {})[1].startswith("lab setting (ini and environment only)")
+    assert _arg("xla_seed", 7) == ["--xla-seed=7"] and _arg("xla_isolate") == ["--xla-isolate"]
