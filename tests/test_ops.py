@@ -34,6 +34,7 @@ def test_select_names_globs_and_all() -> None:
     """Names and globs select in the catalog's order; a name that matches nothing is returned as unknown."""
     assert CATALOG.select(["nn.functional.*", "add"]) == (["add", "nn.functional.elu", "nn.functional.relu"], [])
     assert CATALOG.select(["all"])[0] == CATALOG.ids
+    assert CATALOG.select(["add", "all"]) == (["add"], ["all"])  # in a list, "all" names the op torch.all
     assert CATALOG.select(["elu", "max.*"]) == (["max.reduction_with_dim"], ["elu"])
 
 

@@ -23,7 +23,8 @@ DIRECTIONS = ("forward", "backward")
 SMOKE = ("add", "nn.functional.elu", "sum", "matmul", "nn.functional.max_pool2d", "nn.functional.dropout",
          "argmax")
 NONE, ALL, SMOKE_NAME = "none", "all", "smoke"
-VALID = f"'{NONE}', '{SMOKE_NAME}' (default), '{ALL}', or a comma list of op ids or globs (e.g. nn.functional.*)"
+VALID = (f"'{NONE}', '{SMOKE_NAME}' (default), '{ALL}' (alone; in a list it is the op torch.all), or a comma list of "
+         "op ids or globs (e.g. nn.functional.*)")
 
 _LIST_OPS = """
 import json
@@ -60,7 +61,8 @@ class OpCatalog:
         chosen: set[str] = set()
         unknown: list[str] = []
         for pattern in spec:
-            names = self.ids if pattern == ALL else list(SMOKE) if pattern == SMOKE_NAME else [pattern]
+            keyword = len(spec) == 1  # in a list, "all" is the op torch.all
+            names = self.ids if keyword and pattern == ALL else list(SMOKE) if pattern == SMOKE_NAME else [pattern]
             hits = [i for n in names for i in self.ids if i == n or fnmatch.fnmatchcase(i, n)]
             if not hits:
                 unknown.append(pattern)

@@ -28,6 +28,8 @@ INDEX_OPS = ("sort", "argsort", "topk", "kthvalue", "mode", "median", "nanmedian
 #: decompositions whose vectors are defined up to a sign (or a phase) each
 SIGN_OPS = ("linalg.eig", "linalg.eigh", "linalg.svd", "svd", "linalg.qr", "qr", "linalg.eigvals", "svd_lowrank",
             "pca_lowrank", "lobpcg", "linalg.householder_product", "geqrf", "linalg.lstsq", "linalg.pinv")
+#: ops whose values are undefined (uninitialized memory): only their shapes and dtypes are defined
+UNDEFINED_VALUE_OPS = ("empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted")
 #: standard errors a random op's mean may stray from eager's
 STD_ERRORS = 6.0
 
@@ -44,6 +46,7 @@ def same_values(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
     """Whether two result lists are equal element by element (NaN equal to NaN)."""
     import torch
 
+    a, b = [comparable(t) for t in a], [comparable(t) for t in b]
     return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype
                                     and bool(torch.equal(x, y) or (x.is_floating_point()
                                                                    and torch.allclose(x, y, equal_nan=True,
@@ -59,10 +62,14 @@ def compare_all(op_id: str, sample: Any, what: str, eager: Sequence[torch.Tensor
         return f"{len(got)} {what} tensors, eager has {len(eager)}", ""
     name = base_name(op_id)
     notes: list[str] = []
-    for i, (ref, res) in enumerate(zip(eager, got, strict=False)):
+    for i, (ref, res) in enumerate(zip(eager, got, strict=True)):
         label = f"{what}[{i}]"
-        ref64 = fp64[i] if fp64 is not None and i < len(fp64) else None
-        if random:
+        ref, res = comparable(ref), comparable(res)
+        ref64 = comparable(fp64[i]) if fp64 is not None and i < len(fp64) else None
+        if op_id in UNDEFINED_VALUE_OPS:
+            problem = _shape_problem(label, ref, res)
+            notes.append("uninitialized values: shapes and dtypes compared")
+        elif random:
             problem = compare_random(label, ref, res)
         elif name in INDEX_OPS and not (ref.is_floating_point() or ref.is_complex()) and has_ties(sample):
             problem = _shape_problem(label, ref, res)
@@ -75,6 +82,15 @@ def compare_all(op_id: str, sample: Any, what: str, eager: Sequence[torch.Tensor
         if problem:
             return problem, "; ".join(dict.fromkeys(notes))
     return "", "; ".join(dict.fromkeys(notes))
+
+
+def comparable(t: torch.Tensor) -> torch.Tensor:
+    """A result as the comparisons take it: sparse layouts as dense, complex half as complex64."""
+    import torch
+
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    return t.to(torch.complex64) if t.dtype == torch.complex32 else t
 
 
 def has_ties(sample: Any) -> bool:
@@ -107,7 +123,7 @@ def first_bad(ref: torch.Tensor, res: torch.Tensor, ref64: torch.Tensor | None, 
     """``; first at [i, j]: backend v, eager w (fp64 x)`` for the first element outside the tolerance."""
     import torch
 
-    if ref.shape != res.shape or ref.numel() == 0:
+    if ref.shape != res.shape or ref.dtype != res.dtype or ref.numel() == 0:
         return ""
     if ref.is_floating_point() or ref.is_complex():
         bad = ~torch.isclose(res, ref, rtol=tol, atol=tol, equal_nan=True)

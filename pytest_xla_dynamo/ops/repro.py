@@ -200,6 +200,9 @@ def value_source(value: Any, exact: bool, inexact: list[str]) -> str:
     import torch
 
     if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided:  # a sparse sample: written dense, as the file says
+            inexact.append(f"a {value.layout} tensor, written dense")
+            value = value.to_dense()
         return tensor_source(value, exact)
     if isinstance(value, (list, tuple)):
         inner = ", ".join(value_source(v, exact, inexact) for v in value)

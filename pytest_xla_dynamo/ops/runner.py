@@ -29,6 +29,8 @@ FORWARD, BACKWARD = "forward", "backward"
 #: samples of an entry checked per dtype: float32, then the other dtypes (forward only)
 MAX_FLOAT_SAMPLES = 4
 MAX_OTHER_SAMPLES = 2
+#: seeds a sample of an op the database marks as random is tried under before it is taken as deterministic
+RANDOM_TRIES = 8
 #: the backends a case runs on, and the dynamo backend of trace_once by direction
 COMPILED = {FORWARD: "openxla_eval", BACKWARD: "openxla"}
 
@@ -168,12 +170,18 @@ class CaseRunner:
     @staticmethod
     def _is_random(op: Any, direction: str, sample: Any, seed: int, eager: list[Any]) -> bool:
         """Whether the sample draws random numbers: eager under another seed gives another answer (a dropout
-        sample with p = 0 or training off does not, and is compared element by element)."""
-        try:
-            other = _runner(op, direction, seed, rng_seed=seed + 7919)(sample, "cpu", None)
-        except Exception:
-            return False
-        return other is not None and not checks.same_values(eager, other)
+        sample with p = 0 or training off does not, and is compared element by element). An op the database
+        marks as random (its callable goes through ``wrapper_set_seed``) is tried under :data:`RANDOM_TRIES`
+        seeds, so that a draw with few outcomes (dropout3d of one channel) is not taken for a deterministic one."""
+        tries = RANDOM_TRIES if "wrapper_set_seed" in getattr(getattr(op.op, "__code__", None), "co_names", ()) else 1
+        for k in range(1, tries + 1):
+            try:
+                other = _runner(op, direction, seed, rng_seed=seed + 7919 * k)(sample, "cpu", None)
+            except Exception:
+                return False
+            if other is not None and not checks.same_values(eager, other):
+                return True
+        return False
 
 
 def _runner(op: Any, direction: str, seed: int, rng_seed: int | None = None
@@ -191,7 +199,7 @@ def _runner(op: Any, direction: str, seed: int, rng_seed: int | None = None
             import torch_xla
 
             torch_xla.manual_seed(seed if rng_seed is None else rng_seed)
-        call = samples.call_of(op.op, sample)
+        call = samples.call_of(op.op, sample, device)
         leaves = samples.moved(call.leaves, device)
         fn = call.fn
         if compiled is not None:

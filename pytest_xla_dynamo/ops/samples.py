@@ -24,11 +24,15 @@ class Call:
     leaves: list[torch.Tensor]
 
 
-def call_of(op: Callable[..., Any] | None, sample: Any) -> Call:
+def call_of(op: Callable[..., Any] | None, sample: Any, device: Any = None) -> Call:
+    """The call of ``op`` on ``sample``; ``device``: where it runs, for the sample's device arguments (a sample
+    built for the CPU names ``cpu`` in ``to``, ``new_*`` and the like: on XLA they name the XLA device)."""
     import torch
     from torch.utils import _pytree as pytree
 
     flat, spec = pytree.tree_flatten((sample.input, list(sample.args), dict(sample.kwargs)))
+    if device is not None and str(device) != "cpu":
+        flat = [torch.device(device) if is_cpu_device(v) else v for v in flat]
     positions = [i for i, v in enumerate(flat) if isinstance(v, torch.Tensor)]
     leaves = [flat[i] for i in positions]
 
@@ -43,9 +47,25 @@ def call_of(op: Callable[..., Any] | None, sample: Any) -> Call:
     return Call(fn, leaves)
 
 
+def is_cpu_device(value: Any) -> bool:
+    """Whether a non-tensor argument names the CPU device (``"cpu"`` or ``torch.device("cpu")``)."""
+    import torch
+
+    return (isinstance(value, torch.device) and value.type == "cpu") or (isinstance(value, str) and value == "cpu")
+
+
 def moved(leaves: Sequence[torch.Tensor], device: Any) -> list[torch.Tensor]:
-    """Fresh copies of ``leaves`` on ``device``, each a leaf that requires grad where the original did."""
-    return [t.detach().to(device).requires_grad_(t.requires_grad) for t in leaves]
+    """Fresh copies of ``leaves`` on ``device``, each a leaf that requires grad where the original did (copies on the
+    CPU too: an in-place op must not change the sample the next run takes)."""
+    return [copied(t, device).requires_grad_(t.requires_grad) for t in leaves]
+
+
+def copied(t: torch.Tensor, device: Any) -> torch.Tensor:
+    """A copy of ``t`` on ``device``; on the CPU a view keeps its place in a copy of its base (a sample such as
+    ``as_strided.partial_views`` indexes the base's storage), which lazy tensors, having no storage, cannot."""
+    if str(device) == "cpu" and t._base is not None:
+        return t._base.detach().clone().as_strided(t.size(), t.stride(), t.storage_offset())
+    return t.detach().clone().to(device)
 
 
 def as_fp64(sample: Any) -> Any:
