@@ -1126,3 +1126,27 @@ def test_openxla_cholesky_backward(xla_device: Any) -> None:
         _sync()
     except IndexError as exc:
         raise AssertionError(f"cholesky's backward under openxla raised IndexError: {exc}") from None
+
+
+def test_native_dropout_backward_of_an_int_grad(xla_device: Any) -> None:
+    """aten::native_dropout_backward of an int64 grad returns int64 on XLA; CPU eager returns float32 (found by the
+    op suite: native_dropout_backward's int64 and bool samples, both backends)."""
+    grad, mask = torch.ones(3, dtype=torch.long), torch.tensor([True, False, True])
+    got = torch.ops.aten.native_dropout_backward(grad.to(xla_device), mask.to(xla_device), 2.0).cpu()
+    expected = torch.ops.aten.native_dropout_backward(grad, mask, 2.0)
+    assert got.dtype == expected.dtype, (
+        f"native_dropout_backward of an int64 grad on XLA is {got.dtype}, eager {expected.dtype}")
+
+
+def test_chalf_on_xla(xla_device: Any) -> None:
+    """XLA has no ComplexHalf: Tensor.chalf() raises 'Type not supported: ComplexHalf' (found by the op suite)."""
+    error = _xla_error(lambda: torch.randn(3).to(xla_device).chalf())
+    assert not error, f"chalf on XLA raised: {error}"
+
+
+def test_sparse_tensor_on_xla(xla_device: Any) -> None:
+    """XLA has no sparse tensors: to_sparse() and to_sparse_csr() raise (found by the op suite: to_sparse,
+    sparse.mm.reduce, sparse.sampled_addmm)."""
+    x = torch.randn(3, 3).to(xla_device)
+    errors = [e for e in (_xla_error(lambda: x.to_sparse()), _xla_error(lambda: x.to_sparse_csr())) if e]
+    assert not errors, f"sparse tensors on XLA raised: {'; '.join(errors)}"
