@@ -6,7 +6,8 @@
 Runs ``pytest suites/test_ops.py --xla-ops=OPS --xla-backend=trace_once,trace_everytime`` in a subprocess under
 ``/usr/bin/time -v`` where it exists (the session's largest process; the op servers are its children) with a
 JSON report, then prints the wall time, the cases by status, the XLA compilations and their seconds (torch_xla's
-``CompileTime`` summed over the cases' samples), the peak memory and pytest's outcome line. Figures only;
+``CompileTime`` summed over the cases' samples), the peak memory, the gate's verdict (with ``--xla-expected``) and
+pytest's outcome line. Figures only;
 nothing is asserted. Exits with pytest's exit status.
 """
 
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"peak RSS of the largest process {int(peak.group(1)) / 1e6:.2f} GB (GNU time)")
     for status, count in Counter(r.status for r in records).most_common():
         print(f"  {status:<20} {count}")
+    for line in done.stdout.splitlines():
+        if line.startswith("xla-dynamo gate") or line.startswith("xla-dynamo: updated"):
+            print(line)  # the gate's verdict, with --xla-expected
     print(f"pytest: {outcome.strip()} (exit {done.returncode})")
     return done.returncode
 

@@ -40,6 +40,7 @@ def parametrize(session: XlaSession, metafunc: pytest.Metafunc) -> None:
         chosen = marker_values(metafunc.definition, "xla_backend")
         backends = _valid(chosen, registry.names(), registry.aliases) if chosen is not None else list(xcfg.backends)
         ops = session.config.pluginmanager.get_plugin("xla_dynamo_ops")
+        assert ops is not None, "the op wing is registered with the session (plugin.CONCERNS)"
         ops.parametrize(metafunc, backends)
         return
     if "xla_model" in names:

@@ -483,6 +483,7 @@ def xla_ops(request: pytest.FixtureRequest) -> Any:
     from pytest_xla_dynamo.ops.plugin import OpCheck
 
     plugin = request.config.pluginmanager.get_plugin("xla_dynamo_ops")
+    assert plugin is not None, "the op wing is registered with the session (CONCERNS)"
     return OpCheck(get_session(request.config), _item(request), plugin)
 
 

@@ -3,9 +3,12 @@ probability and training flag, and what lies between a module and the next one w
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 torch = pytest.importorskip("torch")
+Tensor = Any  # torch is imported by importorskip: its types are not known to mypy here
 
 
 def test_between_names_parameterless_modules_and_calls() -> None:
@@ -18,7 +21,7 @@ def test_between_names_parameterless_modules_and_calls() -> None:
             super().__init__()
             self.a, self.act, self.b = nn.Linear(4, 4), nn.ELU(), nn.Linear(4, 2)
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def forward(self, x: Tensor) -> Tensor:
             return self.b(torch.nn.functional.dropout(self.act(self.a(x)), 0.25, self.training))
 
     census = take(Net(), (torch.randn(2, 4),), True)
@@ -53,7 +56,7 @@ def test_random_calls_are_the_ones_no_patch_reaches() -> None:
             super().__init__()
             self.a, self.drop, self.attn = nn.Linear(4, 4), nn.Dropout(0.3), nn.MultiheadAttention(4, 2, dropout=0.1)
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def forward(self, x: Tensor) -> Tensor:
             h = torch.nn.functional.dropout(self.drop(self.a(x)), 0.25, self.training)
             return self.attn(h, h, h)[0]
 

@@ -85,7 +85,7 @@ def cases_from_records(records: Iterable[CaseRecord]) -> dict[Key, RunCase]:
     failing_seen: set[Key] = set()
     graph_failing_seen: set[Key] = set()
     for record in records:
-        if record.suite not in STATUS_SUITES + ("graphs",):
+        if record.suite not in (*STATUS_SUITES, "graphs"):
             continue
         case = cases.get(record.key)
         if case is None:

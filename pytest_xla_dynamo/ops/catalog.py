@@ -102,7 +102,7 @@ def op_entries() -> dict[str, Any]:
     import torch.testing._internal.common_methods_invocations as cmi
     from torch.testing._internal.common_methods_invocations import op_db
 
-    cmi.wrapper_set_seed = unseeded  # type: ignore[assignment]  # the lambdas read it from the module's globals
+    cmi.wrapper_set_seed = unseeded  # the lambdas read it from the module's globals
 
     found: dict[str, Any] = {}
     for op in op_db:
