@@ -94,7 +94,7 @@ def test_expected_csv_encodings_and_modes(tmp_path: Path) -> None:
     evaluated.write_text(f"{HEADER}\n{ROW}\nresnet18,trace_once,eval,pass,,,,,,false,\n")
     with pytest.raises(ExpectedFileError) as err:
         read_expected(evaluated)
-    assert str(err.value) == f"{evaluated}:3: column mode: invalid value 'eval'; valid: train, infer"
+    assert str(err.value) == f"{evaluated}:3: column mode: invalid value 'eval'; valid: train, infer, forward, backward"
 
 
 def test_json_report_encoding_and_field_types(tmp_path: Path) -> None:

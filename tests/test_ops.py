@@ -148,6 +148,7 @@ def test_server_reports_a_killed_child_as_a_crash_and_goes_on(tmp_path: Path) ->
         assert server.run("add", "trace_everytime", "forward", 1, 300)["status"] == "pass"
         assert server.proc is not None
         pid = server.proc.pid
+        server.scratch.unlink()  # the first case's sample: the thread waits for the next case's
 
         def kill_when_running() -> None:
             deadline = time.monotonic() + 60
