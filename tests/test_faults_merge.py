@@ -124,19 +124,22 @@ CASES = ["summary is a folder", "summary in an unwritable place", "update-expect
          "shard field of the wrong type", "shard speedup of the wrong type", "shard folder missing"]
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_merge_refuses_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
-    """Exit 4, the file named, nothing printed but the error, nothing written (was: the reports written, then a
-    traceback; or exit 1, the gate's "failed", after the tables)."""
-    shards = _shards(tmp_path)
-    args, message = _case(tmp_path, case, shards)
+def _assert_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    """Exit 4 with ``message``, nothing printed but the error, no traceback, nothing written (no folder created)."""
     before = _snapshot(tmp_path)
     assert main(args) == 4
     captured = capsys.readouterr()
     assert f"ERROR: {message}" in captured.err, captured.err
     assert captured.out == ""  # no tables, no "written" line
     assert "Traceback" not in captured.err
-    assert _snapshot(tmp_path) == before  # nothing written, no folder created
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_merge_refuses_before_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
+    """Exit 4, the file named, nothing printed but the error, nothing written (was: the reports written, then a
+    traceback; or exit 1, the gate's "failed", after the tables)."""
+    _assert_refused(tmp_path, capsys, *_case(tmp_path, case, _shards(tmp_path)))
 
 
 def test_merge_appends_to_the_step_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -272,15 +275,7 @@ def test_merge_refuses_bad_values_and_its_own_inputs(tmp_path: Path, capsys: pyt
     refuses (was: ``0.00x``, ``nanx``, "PASSED" with the row missing), an expected file that is no regular file (was:
     the gate skipped, exit 0), an output that is an input (was: a shard's records replaced), empty ``--formats``
     (was: nothing written, nothing said): exit 4, the error named, nothing written."""
-    shards = _shards(tmp_path)
-    args, message = _third_round(tmp_path, case, shards)
-    before = _snapshot(tmp_path)
-    assert main(args) == 4
-    captured = capsys.readouterr()
-    assert f"ERROR: {message}" in captured.err, captured.err
-    assert captured.out == ""
-    assert "Traceback" not in captured.err
-    assert _snapshot(tmp_path) == before
+    _assert_refused(tmp_path, capsys, *_third_round(tmp_path, case, _shards(tmp_path)))
 
 
 @pytest.mark.parametrize("option", ["--out", "--summary", "--expected"])
