@@ -48,30 +48,30 @@ def test_directions_follow_autograd() -> None:
 
 
 def _sample(kind: str, index: int = 0, problem: str = "", fallbacks: dict[str, int] | None = None,
-            graphs: int = 0) -> SampleOutcome:
-    return SampleOutcome(index, "float32", kind, problem, fallbacks or {}, graphs)
+            graphs: int = 0, random: bool = False) -> SampleOutcome:
+    return SampleOutcome(index, "float32", kind, problem, fallbacks or {}, graphs, random=random)
 
 
 def test_judge_orders_failures_before_fallbacks_and_capture() -> None:
     """A run failure outranks an accuracy failure; a fallback or an empty capture is not a pass."""
     failed = judge([_sample("fail_accuracy", problem="grad[0]: bad"), _sample("fail_to_run", index=1,
                                                                              problem="RuntimeError: x")],
-                   "trace_once", "op", random=False)
+                   "trace_once")
     assert failed.status == "fail_to_run" and "sample 1 (float32): RuntimeError: x" in failed.message
-    fallback = judge([_sample("pass", fallbacks={"aten::nonzero": 2}, graphs=1)], "trace_once", "op", False)
+    fallback = judge([_sample("pass", fallbacks={"aten::nonzero": 2}, graphs=1)], "trace_once")
     assert fallback.status == "cpu_fallback" and "aten::nonzero (2)" in fallback.message
-    assert judge([_sample("pass")], "trace_once", "op", False).status == "pass_not_captured"
-    assert judge([_sample("pass")], "trace_everytime", "op", False).status == "pass"
+    assert judge([_sample("pass")], "trace_once").status == "pass_not_captured"
+    assert judge([_sample("pass")], "trace_everytime").status == "pass"
 
 
 def test_judge_says_when_nothing_was_compared() -> None:
     """Samples eager rejects are not a pass: the case says nothing was compared, and why."""
-    result = judge([_sample("eager_fail", problem="eager raised ValueError: no")], "trace_everytime", "op", False)
+    result = judge([_sample("eager_fail", problem="eager raised ValueError: no")], "trace_everytime")
     assert result.status == "eager_fail_to_run" and "no sample compared" in result.message
 
 
 def test_random_samples_are_noted() -> None:
-    result = judge([_sample("pass", graphs=1)], "trace_once", "op", random=True)
+    result = judge([_sample("pass", graphs=1, random=True)], "trace_once")
     assert result.status == "pass" and "not element by element" in result.notes[0]
 
 

@@ -1,9 +1,9 @@
 """The ops under test: torch's OpInfo database as ids and directions, the smoke set, and ``--xla-ops`` selection.
 
 An op's id is its OpInfo name, with its variant after a dot where it has one (``nn.functional.elu``,
-``max.reduction_with_dim``). The catalog (:class:`OpCatalog`: each id and whether it supports autograd) is read
-from ``op_db`` in a child interpreter (:func:`load_catalog`), so that collecting the op suite imports no torch
-in pytest's own process; that needs the ``expecttest`` package, as torch's own tests do.
+``max.reduction_with_dim``). The catalog (:class:`OpCatalog`: each id and whether it is :func:`differentiable`) is
+read from ``op_db`` in a child interpreter (:func:`load_catalog` runs this module), so that collecting the op suite
+imports no torch in pytest's own process; that needs the ``expecttest`` package, as torch's own tests do.
 """
 
 from __future__ import annotations
@@ -25,16 +25,6 @@ SMOKE = ("add", "nn.functional.elu", "sum", "matmul", "nn.functional.max_pool2d"
 NONE, ALL, SMOKE_NAME = "none", "all", "smoke"
 VALID = (f"'{NONE}', '{SMOKE_NAME}' (default), '{ALL}' (alone; in a list it is the op torch.all), or a comma list of "
          "op ids or globs (e.g. nn.functional.*)")
-
-_LIST_OPS = """
-import json
-from torch.testing._internal.common_methods_invocations import op_db
-import torch
-print(json.dumps([[o.name + ("." + o.variant_test_name if o.variant_test_name else ""),
-                   bool(o.supports_autograd) and torch.float32 in o.supported_backward_dtypes("cpu")
-                   and torch.float32 in o.supported_dtypes("cpu")] for o in op_db]))
-"""
-
 
 class CatalogError(RuntimeError):
     """The op database could not be read (the message says why and what to install)."""
@@ -74,7 +64,7 @@ class OpCatalog:
 def load_catalog() -> OpCatalog:
     """The catalog, read in a child interpreter (see the module docstring); CatalogError on failure."""
     try:
-        done = subprocess.run([sys.executable, "-c", _LIST_OPS], capture_output=True, text=True, timeout=300,
+        done = subprocess.run([sys.executable, "-m", __name__], capture_output=True, text=True, timeout=300,
                               check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise CatalogError(f"reading torch's op database failed: {exc}") from None
@@ -108,3 +98,16 @@ def op_entries() -> dict[str, Any]:
     for op in op_db:
         found.setdefault(op.name + ("." + op.variant_test_name if op.variant_test_name else ""), op)
     return found
+
+
+def differentiable(op: Any) -> bool:
+    """Whether an entry's float32 samples have gradients: it supports autograd and lists float32 among its CPU
+    dtypes and backward dtypes."""
+    import torch
+
+    return (bool(op.supports_autograd) and torch.float32 in op.supported_dtypes("cpu")
+            and torch.float32 in op.supported_backward_dtypes("cpu"))
+
+
+if __name__ == "__main__":  # load_catalog's child: each id and whether it is differentiable, as one JSON line
+    print(json.dumps([[op_id, differentiable(op)] for op_id, op in op_entries().items()]))

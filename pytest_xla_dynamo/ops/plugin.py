@@ -20,6 +20,7 @@ from pytest_xla_dynamo import options
 from pytest_xla_dynamo.config import did_you_mean, split_list
 from pytest_xla_dynamo.ops.catalog import NONE, SMOKE_NAME, VALID, CatalogError, load_catalog
 from pytest_xla_dynamo.records import PASSING, CaseRecord
+from pytest_xla_dynamo.session import CaseCheck
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.core.backends import Backend
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 SUITE = "ops"
 #: seconds one op case (all its samples) may take before its server is ended and the case is a ``timeout``
 CASE_TIMEOUT = 300.0
+#: the parameters of an op case, parametrized together
+PARAMS = ("xla_op", "xla_backend", "xla_direction")
 #: the backends an op case runs on: lazy tensors, and dynamo's openxla (other backends are not parametrized)
 OP_BACKENDS = ("trace_once", "trace_everytime")
 #: the statuses of the coverage table, in its column order
@@ -83,7 +86,7 @@ class OpsPlugin:
     def parametrize(self, metafunc: pytest.Metafunc, backends: list[str]) -> None:
         """``(xla_op, xla_backend, xla_direction)`` for every selected op, backend and direction."""
         if not self.settings.ops:
-            metafunc.parametrize(("xla_op", "xla_backend", "xla_direction"), [], indirect=True)
+            metafunc.parametrize(PARAMS, [], indirect=True)
             return
         from pytest_xla_dynamo.core import devices
 
@@ -97,7 +100,7 @@ class OpsPlugin:
             catalog = load_catalog()
         except CatalogError as exc:
             self.problem = f"--xla-ops: {exc}"
-            metafunc.parametrize(("xla_op", "xla_backend", "xla_direction"), [], indirect=True)
+            metafunc.parametrize(PARAMS, [], indirect=True)
             return
         chosen, unknown = catalog.select(self.settings.ops)
         if unknown:
@@ -105,7 +108,7 @@ class OpsPlugin:
                             f"{did_you_mean(unknown, catalog.ids)}; valid: {VALID}")
         cases = [(op, backend, direction) for op in chosen for backend in backends if backend in OP_BACKENDS
                  for direction in catalog.directions(op)]
-        metafunc.parametrize(("xla_op", "xla_backend", "xla_direction"), cases, indirect=True,
+        metafunc.parametrize(PARAMS, cases, indirect=True,
                              ids=["-".join(case) for case in cases])
 
     @pytest.hookimpl(tryfirst=True)
@@ -147,25 +150,28 @@ def coverage_lines(records: list[CaseRecord]) -> list[str]:
     return [head, *tabulate(table, headers=["backend", "direction", "ops", *seen], tablefmt="simple").splitlines()]
 
 
-class OpCheck:
+class OpCheck(CaseCheck):
     """The ``xla_ops`` fixture's object: ``check(op, backend, direction)`` runs one case, records it, and fails
     the test unless it passed."""
 
+    suite = SUITE
+
     def __init__(self, session: XlaSession, item: pytest.Item, plugin: OpsPlugin) -> None:
-        self.session, self.item, self.plugin = session, item, plugin
+        super().__init__(session, item)
+        self.plugin = plugin
 
     def check(self, op: str, backend: Backend, direction: str) -> CaseRecord:
         settings = self.plugin.settings
         result = self.plugin.server.run(op, backend.name, direction, self.session.xcfg.seed, CASE_TIMEOUT,
                                         settings.write_repro)
-        command = self._command(backend)
+        command = self._repro(backend)
         fallbacks = result.get("fallbacks") or {}
         from pytest_xla_dynamo.known_issues import applied_issue
 
         applied = applied_issue(self.item)
-        record = CaseRecord(suite=SUITE, name=op, backend=backend.name, mode=direction, status=str(result["status"]),
-                            message=str(result["message"]), repro=command, dev=backend.device_kind,
-                            fallbacks=sum(fallbacks.values()) if fallbacks else 0,
+        record = CaseRecord(suite=self.suite, name=op, backend=backend.name, mode=direction,
+                            status=str(result["status"]), message=str(result["message"]), repro=command,
+                            dev=backend.device_kind, fallbacks=sum(fallbacks.values()),
                             unique_graphs=int(result.get("graphs") or 0), compiles=int(result.get("compiles") or 0),
                             unparsed_extra=figures(result),
                             known_issue=applied.entry.id if applied is not None and applied.affected else "")
@@ -184,11 +190,6 @@ class OpCheck:
         remember(self.item, for_item(self.item, failure, model=op, backend=backend.name, mode=direction,
                                      status=record.status, repro=command, op=op, repro_file=repro_file))
         raise failure
-
-    def _command(self, backend: Backend) -> str:
-        from pytest_xla_dynamo.repro import repro_command
-
-        return repro_command(self.item.nodeid, self.session.xcfg, backend.name, prefix=self.session.repro_prefix)
 
 
 def figures(result: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ with respect to every floating-point input that requires grad. ``trace_everytime
 and syncs once; ``trace_once`` runs it through ``torch.compile`` (``openxla_eval`` forward, ``openxla``
 backward). A sample fails as parity does (:func:`~pytest_xla_dynamo.parity.compare.compare_tensor`: allclose,
 else ``same()``'s rule against fp64); integer and bool outputs are exact. What an op defines only up to chance
-(a random op, detected by running eager under two seeds) or up to order (indices of equal keys) is compared
+(a random sample, detected by eager's answer changing with the seed) or up to order (indices of equal keys) is compared
 where it is defined (:mod:`.checks`). The result is plain data (:class:`CaseResult`'s dict) for the client.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_xla_dynamo.ops import checks
+from pytest_xla_dynamo.ops import checks, samples
 from pytest_xla_dynamo.ops.repro import Reproducer
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ class SampleOutcome:
     repro: str = ""
     compiles: int = 0  # XLA compilations of the backend's run
     compile_seconds: float = 0.0
+    random: bool = False  # eager's answer changes with the seed: compared by statistics
 
 
 @dataclass
@@ -83,10 +84,11 @@ def sample_dtypes(op: Any, direction: str) -> list[torch.dtype]:
     """float32 (where supported), and for forward one integer dtype and bool where the entry lists them."""
     import torch
 
+    from pytest_xla_dynamo.ops.catalog import differentiable
+
     supported = op.supported_dtypes("cpu")
     if direction == BACKWARD:
-        backward = op.supported_backward_dtypes("cpu")
-        return [torch.float32] if torch.float32 in supported and torch.float32 in backward else []
+        return [torch.float32] if differentiable(op) else []
     found = [torch.float32] if torch.float32 in supported else []
     integer = next((d for d in (torch.int64, torch.int32) if d in supported), None)
     return found + ([integer] if integer is not None else []) + ([torch.bool] if torch.bool in supported else [])
@@ -117,17 +119,17 @@ class CaseRunner:
         self.device = device
         self.scratch = scratch
         self.repro_dir = repro_dir
-        self._random: dict[str, bool] = {}
 
     def run(self, op_id: str, backend: str, direction: str, seed: int) -> CaseResult:
         op = find_op(op_id)
         outcomes = [self._sample(op, op_id, backend, direction, index, sample, seed)
                     for index, sample in samples_of(op, direction, seed)]
-        return summarize(outcomes, backend, op_id, self._random.pop(op_id, False))
+        return summarize(outcomes, backend)
 
     def _sample(self, op: Any, op_id: str, backend: str, direction: str, index: int, sample: Any,
                 seed: int) -> SampleOutcome:
-        dtype = str(_leaves(sample)[0].dtype).removeprefix("torch.") if _leaves(sample) else "?"
+        leaves = samples.call_of(None, sample).leaves
+        dtype = str(leaves[0].dtype).removeprefix("torch.") if leaves else "?"
         run = _runner(op, direction, seed + index)
         try:
             eager = run(sample, "cpu", None)
@@ -136,7 +138,6 @@ class CaseRunner:
         if eager is None:
             return SampleOutcome(index, dtype, "not_differentiable", "no output requires grad")
         random = self._is_random(op, direction, sample, seed + index, eager)
-        self._random[op_id] = self._random.get(op_id, False) or random
         repro = Reproducer(op_id, op, sample, backend, direction, seed + index, index)
         self.scratch.write_text(repro.source())
         from pytest_xla_dynamo.core import metrics
@@ -149,7 +150,8 @@ class CaseRunner:
         delta = metrics.snapshot().delta(before)
         graphs = delta.dynamo.get("stats", {}).get("unique_graphs", 0)
         outcome = SampleOutcome(index, dtype, "pass", fallbacks=delta.fallbacks, graphs=graphs,
-                                compiles=delta.compiles, compile_seconds=delta.seconds.get("CompileTime", 0.0))
+                                compiles=delta.compiles, compile_seconds=delta.seconds.get("CompileTime", 0.0),
+                                random=random)
         if got is None:
             outcome.kind, outcome.problem = "fail_accuracy", "no output of the backend requires grad (eager's do)"
             return self._failed(outcome, repro)
@@ -192,8 +194,6 @@ def _runner(op: Any, direction: str, seed: int, rng_seed: int | None = None
     def run(sample: Any, device: Any, compiled: str | None) -> list[Any] | None:
         import torch
 
-        from pytest_xla_dynamo.ops import samples
-
         torch.manual_seed(seed if rng_seed is None else rng_seed)
         if str(device) != "cpu":
             import torch_xla
@@ -219,20 +219,12 @@ def _fp64(run: Callable[[Any, Any, str | None], list[Any] | None], sample: Any, 
     """The fp64 reference of a float32 sample (None where the op has no float64 or it raises)."""
     import torch
 
-    from pytest_xla_dynamo.ops import samples
-
     if torch.float64 not in op.supported_dtypes("cpu"):
         return None
     try:
         return run(samples.as_fp64(sample), "cpu", None)
     except Exception:
         return None
-
-
-def _leaves(sample: Any) -> list[Any]:
-    from pytest_xla_dynamo.ops import samples
-
-    return samples.call_of(None, sample).leaves
 
 
 def _first(exc: BaseException) -> str:
@@ -251,15 +243,15 @@ def _error(exc: BaseException) -> str:
 PRIORITY = ("fail_to_run", "fail_accuracy")
 
 
-def summarize(outcomes: list[SampleOutcome], backend: str, op_id: str, random: bool) -> CaseResult:
+def summarize(outcomes: list[SampleOutcome], backend: str) -> CaseResult:
     """:func:`judge`'s result with the XLA compilations of all samples added up."""
-    result = judge(outcomes, backend, op_id, random)
+    result = judge(outcomes, backend)
     result.compiles = sum(o.compiles for o in outcomes)
     result.compile_seconds = round(sum(o.compile_seconds for o in outcomes), 3)
     return result
 
 
-def judge(outcomes: list[SampleOutcome], backend: str, op_id: str, random: bool) -> CaseResult:
+def judge(outcomes: list[SampleOutcome], backend: str) -> CaseResult:
     """A case's status from its samples: the first failing kind (by :data:`PRIORITY`), else ``cpu_fallback``
     where aten ops ran on the CPU, else ``pass_not_captured`` where dynamo compiled no graph, else pass."""
     fallbacks: dict[str, int] = {}
@@ -269,7 +261,7 @@ def judge(outcomes: list[SampleOutcome], backend: str, op_id: str, random: bool)
     graphs = sum(o.graphs for o in outcomes)
     compared = [o for o in outcomes if o.kind not in ("eager_fail", "not_differentiable")]
     notes = sorted({o.note for o in outcomes if o.note})
-    if random:
+    if any(o.random for o in outcomes):
         notes.insert(0, "random samples: compared by shape, finiteness and mean, not element by element")
     for kind in PRIORITY:
         bad = [o for o in compared if o.kind == kind]

@@ -30,6 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_xla_dynamo.core.machine import available_cores
+from pytest_xla_dynamo.workers import machine_lock
+
 ENV = "XLA_SUITE_WORKERS"
 CHOICES = ("1", "2", "auto")
 #: the main job's (``./run.sh suite``) peak of all its processes together under two workers, in kB: measured
@@ -77,21 +80,6 @@ def mem_available_kb(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     return None
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def lock_available() -> bool:
-    try:
-        import fcntl  # noqa: F401  (the machine lock's flock)
-    except ImportError:
-        return False
-    return True
-
-
 def xdist_installed() -> bool:
     return importlib.util.find_spec("xdist") is not None
 
@@ -134,8 +122,8 @@ def decide(args: Sequence[str], env: Mapping[str, str], *, cores: int, available
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        choice = decide(args, os.environ, cores=usable_cores(), available_kb=mem_available_kb(),
-                        xdist=xdist_installed(), lock=lock_available())
+        choice = decide(args, os.environ, cores=available_cores(), available_kb=mem_available_kb(),
+                        xdist=xdist_installed(), lock=machine_lock.available())
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
