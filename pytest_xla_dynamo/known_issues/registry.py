@@ -18,6 +18,7 @@ The packaged registry is ``registry.toml`` next to this module, one ``[[issue]]`
     tiers = ["small"]                  # the model tiers (--xla-tier) where it holds; empty = any
     cpus = ["AMD EPYC*"]               # globs of the CPU model names where it holds; empty = any
     diverging = ["buffer *running_var"]      # accuracy entries: globs every diverging tensor must match
+    signature = "running_var_ratio"    # accuracy entries: an exact test of the mechanism (:data:`SIGNATURES`)
     status = "..."; fixed_in = "..."; notes = "..."; related = ["https://..."]
 
 A later source replaces an entry of the same id (packaged < files < hook < marker); see
@@ -64,10 +65,14 @@ KNOWN_DISTRIBUTIONS = (*DISTRIBUTIONS, "torchvision", "timm", "transformers")
 SIGNALS = tuple(sorted(s.name for s in _signal.Signals))
 
 _STR_FIELDS = ("title", "url", "kind", "raises", "match", "signal", "reproducer", "status", "fixed_in",
-               "notes")
+               "notes", "signature")
 _LIST_FIELDS = ("tests", "backends", "modes", "models", "ops", "tiers", "cpus", "related", "diverging")
 FILTERS = ("backends", "modes", "models", "ops", "tiers")  # the fields a marker may narrow an entry by
 FIELDS = ("id", "affects", *_STR_FIELDS, *_LIST_FIELDS)
+#: the exact signatures an accuracy entry may name (``signature``): a test of a parity run's tensors that holds where
+#: the entry's mechanism is at work however small its effect, so that a pass below tolerance still names it
+#: (checked by :mod:`pytest_xla_dynamo.parity.signatures`, one function per name)
+SIGNATURES = ("running_var_ratio",)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,8 @@ class KnownIssue:
     related: tuple[str, ...] = ()
     diverging: tuple[str, ...] = ()  # fnmatch globs (or exact names, ``output[0]``): an accuracy failure is this
     # issue only if every diverging tensor (``grad fc.weight``, ``buffer bn1.running_var``) matches one of them
+    signature: str = ""  # an exact test of the mechanism (:data:`SIGNATURES`): a passing case where it holds says
+    # the issue is present below tolerance
     source: str = ""  # a file path, "hook", or "marker"
     line: int | None = None  # line of ``id = ...`` in the source file (or of the marker)
     affects_line: int | None = None  # line of ``affects = ...`` in the source file
@@ -234,6 +241,13 @@ def parse_entry(data: Mapping[str, Any], *, source: str, line: int | None = None
     if values["signal"] and values["signal"] not in SIGNALS:
         raise RegistryError(f"{where}: signal={values['signal']!r} is not a signal name; valid: "
                             f"{', '.join(s for s in SIGNALS if s.startswith('SIG') and not s.startswith('SIG_'))}")
+    if values["signature"] and values["signature"] not in SIGNATURES:
+        raise RegistryError(f"{where}: signature={values['signature']!r} is not a signature the harness checks; "
+                            f"valid: {', '.join(SIGNATURES)}{did_you_mean([values['signature']], SIGNATURES)}")
+    if values["signature"] and values["kind"] != "wrong_result":
+        raise RegistryError(f"{where}: signature={values['signature']!r} is given for kind {values['kind']!r}, where "
+                            "it would never be checked: a signature is checked on a parity run's tensors; valid: "
+                            "kind = \"wrong_result\", or no 'signature'")
     if values["match"]:
         try:
             re.compile(values["match"])

@@ -25,6 +25,7 @@ from pytest_xla_dynamo.core.state import release_memory
 from pytest_xla_dynamo.parity.compare import Divergence, Tolerance, compare_step, divergence_lines
 from pytest_xla_dynamo.parity.offload import saved_on_disk
 from pytest_xla_dynamo.parity.plain_math import plain_math
+from pytest_xla_dynamo.parity.signatures import Observed, observe
 from pytest_xla_dynamo.parity.store import StepStore
 from pytest_xla_dynamo.records import vote
 
@@ -73,6 +74,8 @@ class ParityResult:
     divergences: list[Divergence] = field(default_factory=list)  # every diverging tensor, first first
     compared: int = 0  # tensors compared per step
     steps: int = 0
+    # what the run kept for the registry's exact signatures (a known issue present below tolerance): .signatures
+    observed: Observed | None = None
 
     @property
     def ok(self) -> bool:
@@ -231,8 +234,10 @@ def _compare_run(eager: StepStore, fp64: StepStore, case: PreparedCase, steps: i
                  backend: Backend) -> ParityResult:
     """Step the backend from the initial weights and compare every tensor of each step as it comes with the
     stored eager and fp64 steps (fp64 stays float64: same() applies its RMSE rule only to a float64
-    reference). A divergence does not stop the steps: the result lists every one."""
+    reference). A divergence does not stop the steps: the result lists every one. What the registry's exact
+    signatures read (step 1's BatchNorm running_vars) is kept on the result (:mod:`.signatures`)."""
     __tracebackhide__ = True
+    observed = observe(case.model, case.initial_state, case.mode)
     res_run = iter_live(case, steps, PARITY_PHASE)
     divergences: list[Divergence] = []
     compared = 0
@@ -247,6 +252,7 @@ def _compare_run(eager: StepStore, fp64: StepStore, case: PreparedCase, steps: i
         compared = len(ref_step)
         with stage("comparison", step=step, phase=PARITY_PHASE, backend=backend.name):
             divergences += compare_step(step, ref_step, res_step, fp64_step, tol)
+        observed.record(step, ref_step, res_step)
         any_value = any_value or _has_value(ref_step)
         ref_step.release()
         fp64_step.release()
@@ -256,7 +262,9 @@ def _compare_run(eager: StepStore, fp64: StepStore, case: PreparedCase, steps: i
                    "step(s)), and NaN equals NaN in the comparison; valid: weights and inputs the model computes "
                    "finite values for")
         return ParityResult("eager_fail_to_run", message, tolerance=tol, compared=compared, steps=steps)
-    return accuracy_result(divergences, compared, steps, tol)
+    result = accuracy_result(divergences, compared, steps, tol)
+    result.observed = observed
+    return result
 
 
 def _has_value(tensors: Any) -> bool:
