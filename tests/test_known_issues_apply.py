@@ -49,8 +49,8 @@ def test_marker_entry_errors() -> None:
         marker_entry(registry, pytest.mark.xla_known_issue().mark, "t")
     with pytest.raises(RegistryError, match=re.escape(
             "t: @pytest.mark.xla_known_issue('local:y'): unknown keyword argument(s) colour; valid: affects, title, "
-            "url, kind, raises, match, signal, reproducer, status, fixed_in, notes, backends, modes, models, "
-            "ops, tiers, cpus, related, diverging, torch, torch_xla")):
+            "url, kind, raises, match, signal, reproducer, status, fixed_in, notes, signature, backends, modes, "
+            "models, ops, tiers, cpus, related, diverging, torch, torch_xla")):
         marker_entry(registry, pytest.mark.xla_known_issue("local:y", colour="red").mark, "t")
     with pytest.raises(RegistryError, match="known issue 'local:y' is not in the registry"):
         marker_entry(registry, pytest.mark.xla_known_issue("local:y").mark, "t")

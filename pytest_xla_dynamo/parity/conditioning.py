@@ -30,7 +30,7 @@ from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.cases import PreparedCase, collect
 from pytest_xla_dynamo.core.engine import CaseEngine
-from pytest_xla_dynamo.parity.compare import Tolerance
+from pytest_xla_dynamo.parity.compare import Tolerance, compare_step
 from pytest_xla_dynamo.parity.localize import fresh_compile, keep, start_of_step
 from pytest_xla_dynamo.parity.plain_math import plain_math
 
@@ -47,7 +47,7 @@ NO_FLIP = "no activation input changes side"  # the note of a check that found n
 FAILED = "diagnosis failed: "  # the note of a check that raised: it decides nothing, and says so
 
 
-class _Activations:
+class Activations:
     """Forward pre-hooks on every kinked activation module of ``model``: keep each call's input, and (``flips``)
     change the sign of the given elements of it (the value flips, its gradient passes unchanged)."""
 
@@ -80,16 +80,21 @@ class _Activations:
 
         return hook
 
+    def clear(self) -> None:
+        """Forget the calls kept so far (the next forward's are numbered from its first call)."""
+        self.inputs.clear()
+        self._calls.clear()
+
     def remove(self) -> None:
         for handle in self.handles:
             handle.remove()
 
 
-def _run_step(case: PreparedCase, step: int, flips: FlipSet | None = None,
-              types: dict[str, str] | None = None) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+def run_step(case: PreparedCase, step: int, flips: FlipSet | None = None,
+             types: dict[str, str] | None = None) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """One step of ``case`` from its initial weights with the pre-hooks: its tensors and the activations' inputs,
     on CPU (``types``, when given, gets each activation call's module type)."""
-    acts = _Activations(case.model, flips)
+    acts = Activations(case.model, flips)
     if case.backend.dynamo_backend is not None:
         case.fn = fresh_compile(case.model, case.backend)  # a compile with the hooks traced in
     case.reset()
@@ -118,6 +123,9 @@ class Conditioning:
     activations: int = 0  # activation elements compared
     note: str = ""  # why it could not decide (no flip, too many, not reproduced, failed)
     types: dict[str, str] = field(default_factory=dict)  # activation call -> module type
+    # the case's diverging tensors of the step that the rerun from eager's weights diverges at too, by the case's
+    # tolerance (None: not compared); empty: the step diverges only from the backend's own earlier state
+    rerun_diverging: list[str] | None = None
 
     @property
     def disproves(self) -> bool:
@@ -211,10 +219,11 @@ def _same_shapes(res: dict[str, torch.Tensor], eager: dict[str, torch.Tensor]) -
 
 
 def check_conditioning(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance,
-                       step: int, patches: Sequence[str] = ()) -> Conditioning:
-    """The causal check at ``step`` (see the module docstring); never raises (a failure is its ``note``)."""
+                       step: int, patches: Sequence[str] = (), diverging: Sequence[str] = ()) -> Conditioning:
+    """The causal check at ``step`` (see the module docstring); never raises (a failure is its ``note``).
+    ``diverging``: the case's diverging tensors at ``step``, compared in the rerun too (``rerun_diverging``)."""
     try:
-        return _check(engine, spec, backend, mode, tol, step, patches)
+        return _check(engine, spec, backend, mode, tol, step, patches, diverging)
     except Exception as exc:  # a diagnosis: its failure is reported, the case's own stays
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return Conditioning(step, note=f"{FAILED}activation sign-flip check at step {step}: {type(exc).__name__}: "
@@ -222,16 +231,18 @@ def check_conditioning(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend
 
 
 def _check(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
-           patches: Sequence[str]) -> Conditioning:
+           patches: Sequence[str], diverging: Sequence[str] = ()) -> Conditioning:
     with plain_math():
         key, model, inputs, fp64_model, fp64_inputs = start_of_step(engine, spec, mode, step, patches)
-        eager, _ = _run_step(PreparedCase(key, spec, engine.eager, model, inputs), step)
+        eager, _ = run_step(PreparedCase(key, spec, engine.eager, model, inputs), step)
         found = Conditioning(step)
-        fp64, x64 = _run_step(PreparedCase(key, spec, engine.eager, fp64_model, fp64_inputs), step, None, found.types)
+        fp64, x64 = run_step(PreparedCase(key, spec, engine.eager, fp64_model, fp64_inputs), step, None, found.types)
     res_case = PreparedCase(engine.key(spec, backend, mode, patches), spec, backend, model, inputs)
-    res, xb = _run_step(res_case, step)
+    res, xb = run_step(res_case, step)
     del res_case
     _same_shapes(res, eager)
+    if diverging:
+        found.rerun_diverging = [d.tensor for d in compare_step(step, eager, res, fp64, tol) if d.tensor in diverging]
     found.flips, found.fp64_values, found.activations = find_flips(x64, xb)
     found.beyond_fp64 = _beyond(res, eager, fp64, fp64, tol)
     found.compared = len([n for n, t in res.items() if t.is_floating_point() and not n.startswith("buffer ")])
@@ -248,6 +259,6 @@ def _check(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str,
     if found.note:
         return found
     with plain_math():
-        flipped, _ = _run_step(PreparedCase(key, spec, engine.eager, fp64_model, fp64_inputs), step, found.flips)
+        flipped, _ = run_step(PreparedCase(key, spec, engine.eager, fp64_model, fp64_inputs), step, found.flips)
     found.beyond_flipped = _beyond(res, eager, fp64, flipped, tol)
     return found

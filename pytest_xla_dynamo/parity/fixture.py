@@ -34,6 +34,8 @@ from pytest_xla_dynamo.triage import Triage, Where, for_item, remember, wants_de
 if TYPE_CHECKING:
     import torch
 
+    from pytest_xla_dynamo.parity.conditioning import Conditioning
+
 
 MAX_RECORDED_DIVERGENCES = 200  # per record, in the JSON report
 #: statuses of a case whose reference or model failed, not the backend: no known-issue entry is proposed for them
@@ -122,10 +124,14 @@ class XlaParity(CaseCheck):
         focus = next((d for d in result.divergences if d.tensor in todo), result.divergences[0])
         patches = self.engine.patch_names(spec)
         if mode == "train" and (focus.step > 1 or focus.group == "grads"):  # a sign flip's symptoms
-            found = check_conditioning(self.engine, spec, backend, mode, result.tolerance, focus.step, patches)
+            at_step = [d.tensor for d in result.divergences if d.step == focus.step and d.tensor in todo]
+            found = check_conditioning(self.engine, spec, backend, mode, result.tolerance, focus.step, patches,
+                                       at_step)
             if found.explains:
                 triage.verdict, triage.classification = found.lines(backend.name), "ill_conditioned"
                 triage.no_proposal = "ill-conditioned (an activation's sign flip), not a backend bug"
+                return
+            if self._amplified(spec, backend, mode, result, triage, found, todo, at_step, patches, notes):
                 return
             notes += found.lines(backend.name)
             if found.disproves:
@@ -141,6 +147,28 @@ class XlaParity(CaseCheck):
             self.engine, spec, backend, mode, result.tolerance, focus.step, buffers, patches, suspects), *notes]
         self._explain_by_ops(triage, registry, suspects, focus.group)
         triage.graph_split = diagnose(self.engine, spec, backend, mode, result.tolerance, result)
+
+    def _amplified(self, spec: zoo.ModelSpec, backend: Backend, mode: str, result: ParityResult, triage: Triage,
+                   found: Conditioning, todo: set[str], at_step: list[str], patches: Sequence[str],
+                   notes: list[str]) -> bool:
+        """Whether the first unexplained divergence, at a step > 1, is amplification of earlier rounding (its rerun
+        from eager's weights matches, see :mod:`.amplification`): the verdict goes on ``triage``, and no new entry is
+        proposed. A check that ran and found otherwise, or failed, adds its line to ``notes``."""
+        from pytest_xla_dynamo.parity.amplification import CLASSIFICATION, check_amplification
+
+        step = found.step
+        if step < 2 or found.rerun_diverging is None:  # step 1, or the conditioning check did not compare
+            return False
+        earlier = [d.tensor for d in result.divergences if d.step < step and d.tensor in todo]
+        amp = check_amplification(self.engine, spec, backend, mode, result.tolerance, step, found.rerun_diverging,
+                                  earlier, at_step, patches)
+        if amp.holds:
+            triage.verdict, triage.classification = amp.lines(backend.name), CLASSIFICATION
+            triage.no_proposal = (f"amplification of earlier rounding (step {step} from eager's weights matches), "
+                                  "not a backend bug")
+            return True
+        notes += amp.lines(backend.name)
+        return False
 
     @staticmethod
     def _explain_by_ops(triage: Triage, registry: Any, suspects: Sequence[Any], group: str) -> None:

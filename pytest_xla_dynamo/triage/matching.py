@@ -72,14 +72,16 @@ class Match:
     def full(self) -> bool:
         return not self.unexplained
 
-    def line(self) -> str:
-        """``matches known issue <id>: <title> <link>``, with what is partial or fixed about it."""
+    def line(self, rest: str = "") -> str:
+        """``matches known issue <id>: <title> <link>``, with what is partial or fixed about it; ``rest``: what
+        explains the tensors it leaves out (a verdict: amplification of earlier rounding), else they may be new."""
         entry = self.entry
         text = f"matches known issue {entry.id}: {entry.title}" + (f" {entry.url}" if entry.url else "")
         if self.unexplained:
             shown = ", ".join(self.unexplained[:4]) + (f", +{len(self.unexplained) - 4} more"
                                                        if len(self.unexplained) > 4 else "")
-            text += f"\n  only in part: it covers {', '.join(entry.diverging)}, not {shown} (a new problem?)"
+            text += (f"\n  only in part: it covers {', '.join(entry.diverging)}, not {shown} "
+                     f"({rest or 'a new problem?'})")
         if not self.affected:
             text += (f"\n  recorded as not affecting the installed versions (affects = {dict(entry.affects)}): "
                      "back again?")

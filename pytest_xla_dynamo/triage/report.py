@@ -132,7 +132,10 @@ class Triage:
             what = {"xfail": "strict xfail", "run": "ignored (--xla-known-issues=run)",
                     "regression": "a regression test (recorded as fixed)"}.get(self.known_action, self.known_action)
             lines.append(f"registry: {self.known} applies to this test ({what})")
-        lines += [m.line() for m in self.matches[:2]]
+        # a verdict that is not the backend's (amplification of earlier rounding) explains what a partial match leaves
+        rest = f"explained by the verdict: {self.classification.replace('_', ' ')}" \
+            if self.verdict and self.no_proposal and self.classification else ""
+        lines += [m.line(rest) for m in self.matches[:2]]
         lines += [f"not {prefix}*: {why}" for prefix, why in self.ruled_out.items()]
         if not self.matches and self.no_proposal:
             lines.append(f"no known-issue entry proposed: {self.no_proposal}")
