@@ -31,7 +31,7 @@ at every step: a process keeps the placement it drew at its start. ``--rebuild``
 round inside one process (a new model, inputs and optimizer, built while the old ones stay allocated and after
 a random number of 4-120 KB heap blocks, kept, that shift where the next blocks land): if eager's rounds then
 spread within a process as its medians do between processes, the placement is the cause.
-``--redraw round`` (``step``) does what the timing suite's ``--xla-placements=run`` (``step``) does before each
+``--redraw round`` (``step``) does what the timing suite's ``xla_placements=run`` (``step``) does before each
 timed run (step) (:class:`pytest_xla_dynamo.timing.placement.Placement`): the same model, its parameters, buffers
 and inputs moved to fresh storage after new heap spacers, the old ones let go (memory bounded, unlike
 ``--rebuild``), then ``--settle-steps`` untimed steps (default 2; the suite takes 1).
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true",
                         help="a new model, inputs and optimizer each round (the old kept), after random heap blocks")
     parser.add_argument("--redraw", choices=("none", "round", "step"), default="none",
-                        help="the timing suite's placement redraw (--xla-placements): before each round after the "
+                        help="the timing suite's placement redraw (xla_placements): before each round after the "
                              "first, or before each timed step")
     parser.add_argument("--settle-steps", type=int, default=2, help="untimed steps after each redraw")
     parser.add_argument("--mmap-threshold", type=int, default=0, metavar="BYTES",

@@ -94,7 +94,7 @@ def hand_run(case: Any, iterations: int) -> float:
 
 def hand_block(case: Any, baseline: Any, iterations: int, repeat: int) -> list[float]:
     """``repeat`` hand-written backend runs (per-iteration seconds), each after a baseline run."""
-    from pytest_xla_dynamo.timing import run_iterations
+    from pytest_xla_dynamo.timing.measure import run_iterations
 
     for c in (baseline, case):
         c.reset()
@@ -109,7 +109,7 @@ def hand_block(case: Any, baseline: Any, iterations: int, repeat: int) -> list[f
 
 
 def plugin_block(case: Any, baseline: Any, iterations: int, repeat: int) -> list[float]:
-    from pytest_xla_dynamo.timing import measure
+    from pytest_xla_dynamo.timing.measure import measure
 
     return list(measure(case, baseline, iterations, repeat).figures.backend)
 
@@ -137,7 +137,7 @@ def part1(args: argparse.Namespace, tmp: Path) -> None:
     if not grab.records or grab.records[0].abs_latency is None:
         print("no timing record: nothing to compare")
         return
-    from pytest_xla_dynamo.timing import spread  # after pytest.main: the plugin's modules get rewritten
+    from pytest_xla_dynamo.timing.stats import spread  # after pytest.main: the plugin's modules get rewritten
 
     record = grab.records[0]
     case = next(c for c in grab.cases if c.key.backend == record.backend and c.key.mode == args.mode)

@@ -3,7 +3,7 @@
     PJRT_DEVICE=CPU python benchmarks/process_noise.py [--model BERT_pytorch] [--processes 6] [--rounds 5]
         [--min-run-time 0.2] [--conditions default,hashseed,fixed,pinned] [--mmap-threshold BYTES]
 
-The question behind it (issue 31): with fresh pages (``--xla-placements=fresh``) resnet18's processes agree
+The question behind it (issue 31): with fresh pages (``xla_placements=fresh``) resnet18's processes agree
 within ~2% and the A/B gate catches its injected 10% every time, but BERT_pytorch (a 5 ms step, mostly Python
 and dispatch) still has single processes that stray 5-9%, on either side. Each fresh process here builds the
 model as the timing suite does (small tier, seed 1337, one torch thread, ``PJRT_NPROC=1``), then runs
@@ -27,7 +27,7 @@ the machine in time falls on every condition alike):
   it, ``gc.disable()`` for it: as ``timeit`` and pytest-benchmark's ``--benchmark-disable-gc`` do), so a collection
   that falls into one run and not another goes;
 * ``huge``, ``pinned-huge``: torch's CPU allocator asks for transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``, as
-  ``--xla-placements=huge`` sets it), so where eager's large buffers land is decided in 2 MB pages, not 4 KB ones.
+  ``xla_placements=huge`` sets it), so where eager's large buffers land is decided in 2 MB pages, not 4 KB ones.
 
 Every condition counts the collections that ran during each side's timed runs and their time (``gc.callbacks``).
 
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conditions", default=",".join(CONDITIONS),
                         help=f"a comma-separated subset of {', '.join(CONDITIONS)}")
     parser.add_argument("--mmap-threshold", type=int, default=0, metavar="BYTES",
-                        help="fix malloc's mmap threshold in each process (131072: --xla-placements=fresh)")
+                        help="fix malloc's mmap threshold in each process (131072: xla_placements=fresh)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

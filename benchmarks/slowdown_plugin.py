@@ -117,9 +117,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _slowed(config: pytest.Config, backend: str) -> bool:
     if _state["backends"] is None:
-        from pytest_xla_dynamo.session import get_session
+        from pytest_xla_dynamo.timing.settings import timing_settings
 
-        baseline = get_session(config).xcfg.baseline_backend
+        baseline = timing_settings(config).baseline_backend
         named = [b.strip() for b in os.environ.get(ENV_BACKENDS, "").split(",") if b.strip()]
         if baseline in named:
             raise pytest.UsageError(f"{ENV_BACKENDS}: {baseline} is the timing baseline; the slowdown is for the "

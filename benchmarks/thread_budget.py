@@ -4,13 +4,13 @@
         [--threads 1,2] [--backend trace_once] [--mode train] [--steps 15] [--tier small]
 
 One child process per thread count N (``PJRT_NPROC=N`` before the XLA runtime starts, ``torch.set_num_threads(N)``:
-what ``--xla-threads N`` sets). In it, per model: the eager (CPU) case and the ``--backend`` case are built
+what ``xla_threads N`` sets). In it, per model: the eager (CPU) case and the ``--backend`` case are built
 and warmed up, then ``--steps`` single steps of each are timed, interleaved, first quiet, then while a
 busy-loop process (``while True: pass``, started and ended by the child) competes for the cores. Printed
 per (threads, model, backend, condition): the median ms per step, the minimum, the spread
 (max - min) / median and the median CPU/wall, and per (threads, model, backend) the busy / quiet ratio
 of the medians. The load average is printed with each condition: on a shared machine every figure is
-noisy. Figures only; nothing is asserted. ``auto`` in ``--xla-threads`` is chosen from these figures
+noisy. Figures only; nothing is asserted. ``auto`` in ``xla_threads`` is chosen from these figures
 (see ``pytest_xla_dynamo.timing.threads``).
 """
 
@@ -47,7 +47,7 @@ def summary(wall: list[float], cpu: list[float]) -> dict[str, float]:
 
 def time_pair(cases: list[Any], steps: int) -> dict[str, dict[str, float]]:
     """``steps`` interleaved single-step runs of each case: name -> summary."""
-    from pytest_xla_dynamo.timing import timed_run
+    from pytest_xla_dynamo.timing.measure import timed_run
 
     runs: dict[str, tuple[list[float], list[float]]] = {c.backend.name: ([], []) for c in cases}
     for _ in range(steps):

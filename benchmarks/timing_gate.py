@@ -58,7 +58,8 @@ def load() -> str:
 def pytest_cmd(args: argparse.Namespace, out: Path, rest: list[str], *, gate: Path | None) -> list[str]:
     """The pytest command of the baseline (``gate`` None) or of a gate run against ``gate``."""
     cmd = [sys.executable, "-m", "pytest", str(SUITE), f"--xla-models={args.models}", f"--xla-modes={args.modes}",
-           f"--xla-backend={args.backends}", f"--xla-repeat={args.repeat}", f"--xla-min-run-time={args.min_run_time}",
+           f"--xla-backend={args.backends}", f"--xla-repeat={args.repeat}",
+           "-o", f"xla_min_run_time={args.min_run_time}",
            f"--xla-iterations-per-run={args.iterations_per_run}", "--xla-report=json", f"--xla-report-dir={out}",
            "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
     if args.ab:  # the base build: this interpreter with nothing slowed, its processes paired with the run's

@@ -48,7 +48,7 @@ def load() -> str:
 def pytest_cmd(args: argparse.Namespace, report_dir: Path, rest: list[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", str(SUITE), f"--xla-models={args.models}", f"--xla-modes={args.modes}",
             f"--xla-backend={args.backends}", f"--xla-repeat={args.repeat}",
-            f"--xla-iterations-per-run={args.iterations_per_run}", f"--xla-threads={args.threads}",
+            f"--xla-iterations-per-run={args.iterations_per_run}", "-o", f"xla_threads={args.threads}",
             "--xla-report=json", f"--xla-report-dir={report_dir}", "-p", "no:xdist", "-p", "no:cacheprovider",
             "-q", "-W", "ignore::pytest.PytestUnknownMarkWarning", *rest]
 
@@ -109,7 +109,7 @@ def main() -> int:
     parser.add_argument("--backends", default="trace_once")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--iterations-per-run", type=int, default=1)
-    parser.add_argument("--threads", default="auto", help="--xla-threads for both conditions")
+    parser.add_argument("--threads", default="auto", help="xla_threads for both conditions")
     parser.add_argument("--busy", type=int, default=1, help="busy-loop processes in the busy condition")
     parser.add_argument("--pairs", type=int, default=1, help="(quiet, busy) pairs to run")
     args, rest = parser.parse_known_args()

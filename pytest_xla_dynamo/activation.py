@@ -44,7 +44,7 @@ MARKERS = (
     "xla_seed(seed): seed for this test (overrides --xla-seed)",
     "xla_known_issue(id, **entry): this test reproduces a known issue (strict xfail where affected)",
     "xla_isolated(timeout=None): run this test in a fresh interpreter (a crash is reported, not fatal); "
-    "timeout: seconds before the child is ended (overrides --xla-isolate-timeout)",
+    "timeout: seconds before the child is ended (overrides xla_isolate_timeout)",
     "xla_shared_case: the test reuses the plugin's prepared (compiled) models: dynamo is not reset",
     "xdist_group(name): pytest-xdist's group (the plugin groups each model's tests on one worker)",
 )
@@ -106,9 +106,9 @@ def uses_parametrized_fixtures(fixturenames: Iterable[str]) -> bool:
 
 def explicit_options(config: pytest.Config) -> list[str]:
     """The plugin options this session sets (command line, environment, ini), as flags."""
-    from pytest_xla_dynamo.options import OPTIONS, raw_value
+    from pytest_xla_dynamo.options import declared, raw_value
 
-    return [opt.shown for opt in OPTIONS if raw_value(config, opt)[1] != "default"]
+    return [opt.shown for opt in declared() if raw_value(config, opt)[1] != "default"]
 
 
 def eager_reason(config: pytest.Config, environ: dict[str, str] | None = None) -> str | None:

@@ -13,7 +13,7 @@ line, as is a folder, a missing file, a device or a FIFO (``/dev/zero`` would ne
 Bounds: every file the plugin reads is read within the limits of this module, so that no input can exhaust
 the memory or the interpreter's stack: its size (:data:`MAX_FILE_BYTES`), its nesting
 (:func:`check_nesting`, :data:`MAX_DEPTH`: the JSON and TOML parsers recurse once per level), a CSV cell
-(:data:`MAX_FIELD_CHARS`) and a range a value expands to (:data:`MAX_RANGE`, ``--xla-timing-cpus``).
+(:data:`MAX_FIELD_CHARS`) and a range a value expands to (:data:`MAX_RANGE`, ``xla_timing_cpus``).
 """
 
 from __future__ import annotations

@@ -1,30 +1,27 @@
 """The options' declarations: every ``--xla-...`` flag, its ini key and environment variables, and how a
 raw value is read (command line > environment > ini > default).
 
-Every option is a ``--xla-...`` flag in the ``xla-dynamo`` group (a lab setting, ``on_cli=False``, none: its ini
-key and environment variables alone), mirrored as an ini key
-(``xla_backend``) and as an environment variable (``PYTEST_XLA_BACKEND``; the seed's
-``REPLACE_MAXPOOL`` and ``USE_FAKE_TENSOR`` too, read with the plugin's one boolean parser). Raw values
-stay plain strings (pytest-xdist pickles them); :mod:`pytest_xla_dynamo.config` validates them into the
-frozen ``XlaConfig``. Nothing here imports torch.
+Every option is a ``--xla-...`` flag in the ``xla-dynamo`` group (a wing's in its own group: the timing wing's
+in :mod:`pytest_xla_dynamo.timing.settings`), mirrored as an ini key (``xla_backend``) and as an environment
+variable (``PYTEST_XLA_BACKEND``; the seed's ``REPLACE_MAXPOOL`` and ``USE_FAKE_TENSOR`` too, read with the
+plugin's one boolean parser). A setting few runs change (a lab setting, ``on_cli=False``) has no flag: its ini
+key (``-o xla_dropout=keep``) and environment variables alone. Raw values stay plain strings (pytest-xdist
+pickles them); :mod:`pytest_xla_dynamo.config` validates them into the frozen ``XlaConfig``. Nothing here
+imports torch.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pytest
 
 GROUP = "xla-dynamo"
+DESCRIPTION = "dynamo + torch_xla conformance (pytest-xla-dynamo)"
 DEFAULT_SEED = 1337
-DEFAULT_ISOLATE_TIMEOUT = 1800.0  # seconds an isolated test may run (--xla-isolate-timeout)
-DEFAULT_MIN_RUN_TIME = 0.2
-"""``--xla-min-run-time``'s default, in seconds: a millisecond-scale run is at the mercy of one scheduler tick;
-0.2 s calibrates most of the small-tier timing cases for a seventh more job time (docs/timing.md, "Calibrated
-runs and the speedup's noise")."""
-MIN_RUN_TIME_MAX = 60.0  # seconds: beyond anything a timing job wants per run (a typo guard)
+DEFAULT_ISOLATE_TIMEOUT = 1800.0  # seconds an isolated test may run (xla_isolate_timeout)
 BOOL_TRUE = ("1", "true", "yes", "on")
 BOOL_FALSE = ("", "0", "false", "no", "off")
 #: the valid values of every boolean the plugin reads (flags, environment variables), for messages
@@ -58,6 +55,13 @@ class Option:
     def label(self) -> str:
         """The flag (or ini key), and where its value came from unless that is the command line: for messages."""
         return self.shown if self.source in ("", "command line", "default") else f"{self.shown} ({self.source})"
+
+    def arg(self, value: str | None = None) -> list[str]:
+        """The command-line words that give this option ``value`` (None: a flag, on): ``--xla-<name>=VALUE``, or
+        for a lab setting (no flag) ``-o xla_<name>=VALUE``."""
+        if self.on_cli:
+            return [self.cli if value is None else f"{self.cli}={value}"]
+        return ["-o", f"{self.dest}={'true' if value is None else value}"]
 
     @property
     def dest(self) -> str:
@@ -113,38 +117,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("patch", "op patches applied to every test: comma list ({patches}; env REPLACE_MAXPOOL=1)", "",
            metavar="NAMES", env=("REPLACE_MAXPOOL",), env_map=_replace_maxpool),
     Option("dropout", "dropout in the parity suites: 'identity' (patched out, default) or 'keep'",
-           "identity", metavar="POLICY"),
+           "identity", metavar="POLICY", on_cli=False),
     Option("seed", "seed for torch, numpy, random and torch_xla before each test (0..4294967295)", str(DEFAULT_SEED),
            metavar="INT"),
     Option("steps", "training steps compared per parity case", "2", metavar="INT"),
     Option("tolerance", "tolerance for torch._dynamo.utils.same, overriding the per-model one", "",
            metavar="FLOAT"),
     Option("randomize-input", "replace float example inputs by randn_like (as the harness's "
-           "--randomize-input)", "false", flag=True),
-    Option("iterations-per-run", "iterations per timed run, each ending in torch_xla.sync() "
-           "(the seed's --iterations-per-run)", "1", metavar="INT", aliases=("--iterations-per-run",)),
-    Option("repeat", "timed runs per case; baseline and backend runs interleave", "5", metavar="INT"),
-    Option("min-run-time", "seconds each timed run lasts at least: the iterations per run grow to "
-           "ceil(SECONDS / step) (the faster side's step, from the untimed steps), the same for baseline and "
-           "backend; 0..60, 0 = off (exactly --xla-iterations-per-run)", f"{DEFAULT_MIN_RUN_TIME:g}",
-           metavar="SECONDS"),
-    Option("timing-processes", "fresh processes each timing case is measured in, one after the other; the "
-           "record is their median speedup, its noise the spread between them (1..15; 1: in this process)", "1",
-           metavar="INT"),
-    Option("placements", "where a CPU side's memory lands in the timed runs: drawn anew, untimed (heap spacers, "
-           "fresh storage for weights and inputs, one step), before each timed 'step' or 'run'; 'once' (the "
-           "process's one draw); 'fresh': malloc gives every block of 128 KB or more new pages (glibc; eager "
-           "slower, compared only with a baseline measured so); or 'huge': torch's CPU allocator asks for "
-           "transparent huge pages (THP_MEM_ALLOC_ENABLE=1; Linux; compared only with a baseline measured so)",
-           "once", metavar="WHEN"),
-    Option("timing-cpus", "CPUs the timed runs are pinned to, every thread of the process (as taskset -c: 1, "
-           "0-1, 0,2): the XLA side's tracing and execution threads then share them as eager's one thread does; "
-           "empty: wherever the OS places the threads", "", metavar="CPUS"),
-    Option("baseline-backend", "backend the speedup is measured against; 'auto': eager where the XLA device "
-           "is the CPU (PJRT_DEVICE=CPU), else trace_everytime", "auto", metavar="NAME"),
-    Option("threads", "compute threads of the timed cases, baseline and backend alike (torch's intra-op "
-           "threads and XLA:CPU's PJRT_NPROC): an integer >= 1 or 'auto' (1 on <= 2 cores)", "auto",
-           metavar="N"),
+           "--randomize-input)", "false", flag=True, on_cli=False),
     Option("cpu-isa", "instruction set CPU kernels may use (oneDNN's ONEDNN_MAX_CPU_ISA, ATen's "
            "ATEN_CPU_CAPABILITY and XLA:CPU's --xla_cpu_max_isa, set before torch runs): {cpu_isas}; 'avx2' "
            "(default) runs the kernels the expected files were recorded with, 'native' leaves the machine's "
@@ -162,21 +142,13 @@ OPTIONS: tuple[Option, ...] = (
            metavar="POLICY"),
     Option("isolate", "run every test in a fresh interpreter", "false", flag=True),
     Option("isolate-timeout", "seconds an isolated test may run before its child is ended and the test fails "
-           "with its Python stack (marker xla_isolated(timeout=S) overrides)", "1800", metavar="SECONDS"),
+           "with its Python stack (marker xla_isolated(timeout=S) overrides)", "1800", metavar="SECONDS",
+           on_cli=False),
     Option("expected", "expected-results CSV to gate against", "", metavar="FILE"),
     Option("update-expected", "rewrite the expected-results CSV from this run", "false", flag=True),
-    Option("strict-improved", "fail the session on IMPROVED cases too", "false", flag=True),
-    Option("min-speedup-ratio", "fail when a speedup falls below RATIO x the stored timing baseline (or, with "
-           "--xla-timing-base-python, x the base build's, measured beside it)", "", metavar="RATIO"),
-    Option("timing-baseline", "stored timing baseline (a JSON report) for --xla-min-speedup-ratio", "",
-           metavar="FILE"),
-    Option("timing-base-python", "the A/B speed gate: the Python of the base build (a path, or a command such as "
-           "'env VAR=1 /base/bin/python'; pytest and this plugin installed there); each timing case is measured in "
-           "--xla-timing-processes (>= 3) pairs of processes, the base's and this interpreter's alternating, and "
-           "--xla-min-speedup-ratio gates the median of the pairs' speedup ratios (no stored baseline)", "",
-           metavar="COMMAND"),
+    Option("strict-improved", "fail the session on IMPROVED cases too", "false", flag=True, on_cli=False),
     Option("accuracy-runs", "parity runs per case; majority vote, disagreement marks the case flaky",
-           "1", metavar="INT"),
+           "1", metavar="INT", on_cli=False),
     Option("summary", "write a Markdown summary (CI job summary) to FILE", "", metavar="FILE"),
     Option("shard", "run shard I of N of the cases (I in 1..N)", "", metavar="I/N"),
     Option("ops", "OpInfo ops of the op suite (suites/test_ops.py): 'smoke', 'all', 'none', or a comma list of op "
@@ -197,16 +169,28 @@ def help_texts(opt: Option, help_values: Mapping[str, str]) -> tuple[str, str]:
     return flag, f"{text} (--xla-{opt.name})"
 
 
-def add_options(parser: pytest.Parser, help_values: Mapping[str, str]) -> None:
-    """Declare every option in one group, each mirrored as an ini key (a lab setting: the ini key alone)."""
-    group = parser.getgroup(GROUP, "dynamo + torch_xla conformance (pytest-xla-dynamo)")
-    for opt in OPTIONS:
+#: every option declared in this process, by dest: the plugin's own and each wing's (:func:`add_options`)
+_DECLARED: dict[str, Option] = {}
+
+
+def declared() -> tuple[Option, ...]:
+    """Every option of the plugin: :data:`OPTIONS` and the options its wings declared (the timing wing's)."""
+    return tuple({**OPTIONS_BY_DEST, **_DECLARED}.values())
+
+
+def add_options(parser: pytest.Parser, help_values: Mapping[str, str], options: Sequence[Option] = OPTIONS,
+                group: tuple[str, str] = (GROUP, DESCRIPTION)) -> None:
+    """Declare ``options`` in one group (name, description), each mirrored as an ini key (a lab setting: the ini
+    key alone)."""
+    found = parser.getgroup(*group)
+    for opt in options:
+        _DECLARED[opt.dest] = opt
         flag_help, ini_help = help_texts(opt, help_values)
         if opt.on_cli and opt.flag:
-            group.addoption(opt.cli, *opt.aliases, action="store_true", default=None, dest=opt.dest,
+            found.addoption(opt.cli, *opt.aliases, action="store_true", default=None, dest=opt.dest,
                             help=flag_help)
         elif opt.on_cli:
-            group.addoption(opt.cli, *opt.aliases, action="store", default=None, dest=opt.dest,
+            found.addoption(opt.cli, *opt.aliases, action="store", default=None, dest=opt.dest,
                             metavar=opt.metavar, help=flag_help)
         parser.addini(opt.dest, ini_help, default=None)
 
@@ -218,7 +202,7 @@ def fill_help(config: pytest.Config, help_values: Mapping[str, str]) -> None:
     parser = getattr(config, "_parser", None)
     actions = getattr(getattr(parser, "optparser", None), "_actions", [])
     inidict = getattr(parser, "_inidict", {})
-    for opt in OPTIONS:
+    for opt in declared():
         flag_help, ini_help = help_texts(opt, help_values)
         for action in actions:
             if action.dest == opt.dest:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_xla_dynamo import activation, hookspecs, options
+from pytest_xla_dynamo.timing.options import add_timing_options
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo import zoo
@@ -35,7 +36,7 @@ LISTED_BY_HELP = "(listed by pytest --help)"
 HELP_VALUES = ("backends", "patches", "collections", "cpu_isas")
 #: the concern plugins, registered as ``xla_dynamo_<name>`` in this order (triage after known issues, so that
 #: its report wrapper sees the judged report); a late activation shows their header lines in this order too
-CONCERNS = ("cpu_isa", "threads", "known_issues", "triage", "isolation", "sharding", "report", "gating", "ops")
+CONCERNS = ("cpu_isa", "timing", "known_issues", "triage", "isolation", "sharding", "report", "gating", "ops")
 
 
 # --- options and configuration ---------------------------------------------------------------------
@@ -46,7 +47,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    options.add_options(parser, dict.fromkeys(HELP_VALUES, LISTED_BY_HELP))
+    placeholders = dict.fromkeys(HELP_VALUES, LISTED_BY_HELP)
+    options.add_options(parser, placeholders)
+    add_timing_options(parser, placeholders)
 
 
 def _help_values() -> dict[str, str]:
@@ -127,7 +130,7 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
     from pytest_xla_dynamo.known_issues.plugin import KnownIssuesPlugin
     from pytest_xla_dynamo.ops.plugin import OpsPlugin
     from pytest_xla_dynamo.report.plugin import ReportPlugin
-    from pytest_xla_dynamo.timing.plugin import ThreadBudgetPlugin
+    from pytest_xla_dynamo.timing.plugin import TimingPlugin
     from pytest_xla_dynamo.triage.plugin import TriagePlugin
     from pytest_xla_dynamo.workers.cpu_isa import CpuIsaPlugin
     from pytest_xla_dynamo.workers.isolation import IsolationPlugin
@@ -135,7 +138,7 @@ def _activate(config: pytest.Config, *, late: bool = False) -> XlaSession:
 
     # the concern plugins, each given the session (none of them imports torch), in the order of CONCERNS
     factories: dict[str, Callable[[XlaSession], object]] = {
-        "cpu_isa": CpuIsaPlugin, "threads": ThreadBudgetPlugin, "known_issues": KnownIssuesPlugin,
+        "cpu_isa": CpuIsaPlugin, "timing": TimingPlugin, "known_issues": KnownIssuesPlugin,
         "triage": TriagePlugin, "isolation": IsolationPlugin, "sharding": ShardingPlugin, "report": ReportPlugin,
         "gating": GatingPlugin, "ops": OpsPlugin}
     for name in CONCERNS:
@@ -246,7 +249,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if errors:
         raise pytest.UsageError("\n".join(dict.fromkeys(errors)))
     collection.arrange(xsession, items)
-    from pytest_xla_dynamo.timing.check import name_benchmark
+    from pytest_xla_dynamo.timing.benchmark import name_benchmark
 
     name_benchmark(items)  # before pytest-benchmark's own hook reads the names (trylast)
 
@@ -447,7 +450,7 @@ def xla_timing(request: pytest.FixtureRequest) -> Iterator[XlaTiming]:
     used). The timed cases run with the thread budget; torch's thread count is given back afterwards, so that
     what runs after a timing test computes as it would have without it (an ill-conditioned verdict depends on
     the thread count)."""
-    from pytest_xla_dynamo.timing.check import benchmark_wanted
+    from pytest_xla_dynamo.timing.benchmark import benchmark_wanted
 
     benchmark = request.getfixturevalue("benchmark") if benchmark_wanted(request.config) else None
     _skip_without()

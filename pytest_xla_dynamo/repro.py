@@ -3,28 +3,24 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from pytest_xla_dynamo.config import XlaConfig
-from pytest_xla_dynamo.core.machine import cpu_list
-from pytest_xla_dynamo.options import DEFAULT_MIN_RUN_TIME, DEFAULT_SEED, OPTIONS_BY_DEST
+from pytest_xla_dynamo.options import DEFAULT_SEED, OPTIONS_BY_DEST
 
 
 def _arg(dest: str, value: object = None) -> list[str]:
-    """The option ``dest`` given ``value`` (None: a flag, on): ``--xla-<name>=VALUE``, or for a lab setting (no
-    flag) ``-o xla_<name>=VALUE``."""
-    opt = OPTIONS_BY_DEST[dest]
-    if opt.on_cli:
-        return [opt.cli if value is None else f"{opt.cli}={value}"]
-    return ["-o", f"{dest}={'true' if value is None else value}"]
+    """The option ``dest`` given ``value`` (None: a flag, on), as :meth:`~pytest_xla_dynamo.options.Option.arg`."""
+    return OPTIONS_BY_DEST[dest].arg(None if value is None else str(value))
 
 
-def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = False,
+def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: Sequence[str] | None = None,
                   registry_off: bool = False, prefix: str = "pytest") -> str:
     """A command that reproduces just this case.
 
-    ``timing``: add the timing options (and ``-p no:xdist``); ``registry_off``: add
-    ``--xla-known-issues=run`` so that a case the registry xfails shows its raw failure; ``prefix``:
-    ``pytest`` or ``python -m pytest_xla_dynamo``.
+    ``timing``: a timing case's options (the timing wing's ``TimingSettings.repro_args()``), added with
+    ``-p no:xdist``; ``registry_off``: add ``--xla-known-issues=run`` so that a case the registry xfails
+    shows its raw failure; ``prefix``: ``pytest`` or ``python -m pytest_xla_dynamo``.
     """
     args = [nodeid, f"--xla-backend={backend}", f"--xla-tier={xcfg.tier}"]
     if xcfg.seed != DEFAULT_SEED:
@@ -41,23 +37,8 @@ def repro_command(nodeid: str, xcfg: XlaConfig, backend: str, *, timing: bool = 
         args.append(f"--xla-patch={','.join(xcfg.patches)}")
     if registry_off:
         args.append("--xla-known-issues=run")
-    if timing:
-        args += [f"--xla-iterations-per-run={xcfg.iterations_per_run}", f"--xla-repeat={xcfg.repeat}"]
-        if xcfg.min_run_time != DEFAULT_MIN_RUN_TIME:
-            args += _arg("xla_min_run_time", f"{xcfg.min_run_time:g}")
-        if xcfg.placements != "once":
-            args += _arg("xla_placements", xcfg.placements)
-        if xcfg.timing_cpus:
-            args += _arg("xla_timing_cpus", cpu_list(xcfg.timing_cpus))
-        if xcfg.timing_processes != 1:
-            args.append(f"--xla-timing-processes={xcfg.timing_processes}")
-        if xcfg.timing_base_python:
-            args.append(f"--xla-timing-base-python={shlex.join(xcfg.timing_base_python)}")
-        if not xcfg.baseline_auto:
-            args += _arg("xla_baseline_backend", xcfg.baseline_backend)
-        if xcfg.threads is not None:
-            args += _arg("xla_threads", xcfg.threads)
-        args += ["-p", "no:xdist"]
+    if timing is not None:
+        args += [*timing, "-p", "no:xdist"]
     return prefix + " " + shlex.join(args)
 
 

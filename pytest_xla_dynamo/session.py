@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -177,7 +178,7 @@ class CaseCheck:
         if unsupported:
             raise pytest.UsageError(f"{what}backend {', '.join(unsupported)} does not support mode {mode!r}")
 
-    def _repro(self, backend: Backend, *, timing: bool = False, registry_off: bool = False) -> str:
+    def _repro(self, backend: Backend, *, timing: Sequence[str] | None = None, registry_off: bool = False) -> str:
         """The command that reproduces this test's case on ``backend``."""
         return repro_command(self.item.nodeid, self.session.xcfg, backend.name, timing=timing,
                              registry_off=registry_off, prefix=self.session.repro_prefix)

@@ -5,7 +5,7 @@ Compilation is warm-up (measured apart, as compilation latency); the timed runs 
 pytest-benchmark: ``xla_timing`` uses its ``benchmark`` fixture, so that ``--benchmark-skip``,
 ``--benchmark-json`` and the rest apply, except under pytest-xdist, where pytest-benchmark turns itself off
 and the plugin times the runs with its own loop (the speedup tables are the same). Each case runs with the
-thread budget (``--xla-threads``), and a case disturbed by other load is re-measured, then recorded
+thread budget (``xla_threads``), and a case disturbed by other load is re-measured, then recorded
 ``unreliable``. See ``pytest_xla_dynamo.timing`` for what is measured and how. Under xdist workers the timed
 runs have the machine alone (the machine lock); alone, e.g.
 ``pytest suites/test_timing.py --xla-backend=trace_once,trace_everytime --xla-iterations-per-run=10``.

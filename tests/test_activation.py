@@ -45,7 +45,8 @@ def test_plain_torch():
 VOLATILE = ("PROBE_RUN", "PYTEST_CURRENT_TEST", "PYTEST_XDIST_TESTRUNUID")
 # what the plugin may import in a session that does not use it: its entry point and what declares its options
 DORMANT_MODULES = ["pytest_xla_dynamo", "pytest_xla_dynamo.activation", "pytest_xla_dynamo.hookspecs",
-                   "pytest_xla_dynamo.options", "pytest_xla_dynamo.plugin"]
+                   "pytest_xla_dynamo.options", "pytest_xla_dynamo.plugin", "pytest_xla_dynamo.timing",
+                   "pytest_xla_dynamo.timing.options"]
 
 
 def _probe(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run: str, *args: str) -> dict[str, Any]:

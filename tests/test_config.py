@@ -11,6 +11,7 @@ import pytest
 
 from pytest_xla_dynamo import config as cfg
 from pytest_xla_dynamo.options import BOOL_VALID, parse_bool
+from pytest_xla_dynamo.timing import settings as timing_settings
 
 BACKENDS = ["trace_once", "trace_everytime", "eager"]
 TRUE = ["1", "true", "TRUE", "True", "yes", "Yes", "on", "ON", " on "]
@@ -39,9 +40,18 @@ def resolve(cli: Mapping[str, Any] | None = None, env: Mapping[str, str] | None 
                        environ=dict(env or {}))
 
 
+def resolve_timing(cli: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
+                   ini: Mapping[str, str] | None = None) -> timing_settings.TimingSettings:
+    """The timing wing's settings of the same values (timing.settings.resolve)."""
+    return timing_settings.resolve(Args(cli, ini), backends=BACKENDS,  # type: ignore[arg-type]
+                                   backend_aliases={"openxla": "trace_once"}, environ=dict(env or {}))
+
+
 def usage_error(**kwargs: Any) -> str:
+    """The usage error of the values, the session's options' or the timing wing's."""
     with pytest.raises(pytest.UsageError) as info:
         resolve(**kwargs)
+        resolve_timing(**kwargs)
     return str(info.value)
 
 
@@ -71,22 +81,22 @@ def test_messages_say_where_a_bad_value_came_from() -> None:
 
 
 def test_placements_are_step_run_once_fresh_or_huge(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert resolve().placements == "once"
-    assert resolve(env={"PYTEST_XLA_PLACEMENTS": "step"}).placements == "step"
-    assert usage_error(cli={"xla_placements": "always"}) == (
-        "--xla-placements: invalid value 'always'; valid: step, run, once, fresh, huge")
-    monkeypatch.setattr(cfg.platform, "libc_ver", lambda: ("glibc", "2.36"))
-    assert resolve(cli={"xla_placements": "fresh"}).placements == "fresh"
-    monkeypatch.setattr(cfg.platform, "libc_ver", lambda: ("", ""))  # musl, macOS: no mallopt to fix
-    assert usage_error(cli={"xla_placements": "fresh"}) == (
-        "--xla-placements=fresh: needs glibc's malloc (mallopt), which this platform does not have; valid here: "
+    assert resolve_timing().placements == "once"
+    assert resolve_timing(env={"PYTEST_XLA_PLACEMENTS": "step"}).placements == "step"
+    assert usage_error(ini={"xla_placements": "always"}) == (
+        "xla_placements (ini): invalid value 'always'; valid: step, run, once, fresh, huge")
+    monkeypatch.setattr(timing_settings.platform, "libc_ver", lambda: ("glibc", "2.36"))
+    assert resolve_timing(ini={"xla_placements": "fresh"}).placements == "fresh"
+    monkeypatch.setattr(timing_settings.platform, "libc_ver", lambda: ("", ""))  # musl, macOS: no mallopt to fix
+    assert usage_error(ini={"xla_placements": "fresh"}) == (
+        "xla_placements=fresh: needs glibc's malloc (mallopt), which this platform does not have; valid here: "
         "step, run, once, huge")
-    monkeypatch.setattr(cfg, "thp_mode", lambda: "madvise")
-    assert resolve(cli={"xla_placements": "huge"}).placements == "huge"
+    monkeypatch.setattr(timing_settings, "thp_mode", lambda: "madvise")
+    assert resolve_timing(ini={"xla_placements": "huge"}).placements == "huge"
     for mode in ("never", None):  # THP off, or not Linux
-        monkeypatch.setattr(cfg, "thp_mode", lambda mode=mode: mode)
+        monkeypatch.setattr(timing_settings, "thp_mode", lambda mode=mode: mode)
         assert usage_error(env={"PYTEST_XLA_PLACEMENTS": "huge"}) == (
-            "--xla-placements=huge: needs the kernel's transparent huge pages (Linux, "
+            "xla_placements=huge: needs the kernel's transparent huge pages (Linux, "
             f"/sys/kernel/mm/transparent_hugepage/enabled 'always' or 'madvise'; here: {mode or 'none'}); valid here: "
             "step, run, once, fresh")
 

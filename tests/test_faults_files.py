@@ -280,7 +280,7 @@ def test_bad_files_in_sessions(pytester: pytest.Pytester) -> None:
         (["--xla-timing-baseline=utf16.jsonl", "--xla-min-speedup-ratio=0.9"],
          "xla-dynamo gate: utf16.jsonl: the file is UTF-16-encoded"),
         (["--xla-timing-baseline=fresh.jsonl", "--xla-min-speedup-ratio=0.9"],
-         "xla-dynamo gate: fresh.jsonl was measured with --xla-placements=fresh, this run with --xla-placements=once"),
+         "xla-dynamo gate: fresh.jsonl was measured with xla_placements=fresh, this run with xla_placements=once"),
         (["--xla-timing-baseline=pinned.jsonl", "--xla-min-speedup-ratio=0.9"],
          "xla-dynamo gate: pinned.jsonl was measured with its timed runs pinned to CPU 0, this run's are not pinned"),
         (["--xla-known-issues-file=folder.toml"], "--xla-known-issues-file: 'folder.toml' is a directory; valid: "
@@ -395,8 +395,8 @@ def test_a_signal_only_on_a_crash(tmp_path: Path) -> None:
 
 
 def test_cpu_ranges_are_bounded() -> None:
-    """``--xla-timing-cpus=0-100000000`` is refused before it is expanded (was: 8 GB after 34 s)."""
-    from pytest_xla_dynamo.config import parse_cpus
+    """``xla_timing_cpus=0-100000000`` is refused before it is expanded (was: 8 GB after 34 s)."""
+    from pytest_xla_dynamo.core.machine import parse_cpus
 
     start = time.perf_counter()
     with pytest.raises(ValueError, match="beyond CPU 65535"):
@@ -473,7 +473,8 @@ def test_third_round_files_in_sessions(pytester: pytest.Pytester) -> None:
         (["--xla-expected=twice.csv"], {}, "xla-dynamo gate: twice.csv:1: column(s) 'mode' named twice"),
         (["--xla-expected=extra.csv", "--xla-update-expected"], {},
          "xla-dynamo gate: extra.csv:1: column(s) 'owner' would be dropped by the update"),
-        (["--xla-timing-cpus=0-100000000"], {}, "--xla-timing-cpus: invalid value '0-100000000'; valid: a CPU list"),
+        (["-o", "xla_timing_cpus=0-100000000"], {},
+         "xla_timing_cpus (ini): invalid value '0-100000000'; valid: a CPU list"),
         (["--xla-report-dir="], {}, "--xla-report-dir: invalid value ''; valid: a folder path"),
         (["test_device.py"], {"PYTEST_XLA_ISOLATED_CHILD": str(path / "no-folder" / "out.jsonl")},
          f"PYTEST_XLA_ISOLATED_CHILD={str(path / 'no-folder' / 'out.jsonl')!r}: cannot write the isolated test's "

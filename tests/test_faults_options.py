@@ -16,6 +16,7 @@ from sample_data import run_sessions
 
 from pytest_xla_dynamo import config as cfg
 from pytest_xla_dynamo import markers
+from pytest_xla_dynamo.timing import settings as timing_settings
 
 pytest_plugins = ["pytester"]
 
@@ -39,6 +40,8 @@ def _error(cli: Mapping[str, Any], env: Mapping[str, str] | None = None) -> str:
     with pytest.raises(pytest.UsageError) as info:
         cfg.resolve(Args(cli), backends=["trace_once", "eager"], backend_aliases={}, models=MODELS,  # type: ignore[arg-type]
                     patches=[], environ=dict(env or {}))
+        timing_settings.resolve(Args(cli), backends=["trace_once", "eager"], backend_aliases={},  # type: ignore[arg-type]
+                                environ=dict(env or {}))
     return str(info.value)
 
 
@@ -56,17 +59,19 @@ def test_empty_models_is_an_error_like_empty_zoo() -> None:
 
 
 def test_shard_and_threads_ranges() -> None:
-    """``--xla-shard=1/1000000000`` ended in ``INTERNALERROR> MemoryError``; ``--xla-threads=1e20`` passed start-up
+    """``--xla-shard=1/1000000000`` ended in ``INTERNALERROR> MemoryError``; ``xla_threads=1e20`` passed start-up
     and failed in the timing test. Both refused at start-up with the valid range."""
     shard = "I/N with integers 1 <= I <= N <= 1000, e.g. 1/4"
     assert _error({"xla_shard": "1/1000000000"}) == f"--xla-shard: invalid value '1/1000000000'; valid: {shard}"
     assert _error({"xla_shard": "1001/1001"}) == f"--xla-shard: invalid value '1001/1001'; valid: {shard}"
     threads = "an integer 1..4096, or auto"
-    assert _error({"xla_threads": "100000000000000000000"}) == (
-        f"--xla-threads: invalid value '100000000000000000000'; valid: {threads}")
-    ok = cfg.resolve(Args({"xla_shard": "1000/1000", "xla_threads": "4096"}), backends=["trace_once"],  # type: ignore[arg-type]
+    assert _error({}, env={"PYTEST_XLA_THREADS": "100000000000000000000"}) == (
+        f"xla_threads (env PYTEST_XLA_THREADS): invalid value '100000000000000000000'; valid: {threads}")
+    ok = cfg.resolve(Args({"xla_shard": "1000/1000"}), backends=["trace_once"],  # type: ignore[arg-type]
                      backend_aliases={}, models=MODELS, patches=[], environ={})
-    assert ok.shard == (1000, 1000) and ok.threads == 4096
+    timing = timing_settings.resolve(Args({}), backends=["trace_once"],  # type: ignore[arg-type]
+                                     backend_aliases={}, environ={"PYTEST_XLA_THREADS": "4096"})
+    assert ok.shard == (1000, 1000) and timing.threads == 4096
 
 
 def test_bad_model_name_says_the_closest_and_wraps_the_list() -> None:
@@ -145,8 +150,8 @@ OPTION_CASES: list[tuple[str, list[str], dict[str, str], str]] = [
      "--xla-models (env PYTEST_XLA_MODELS): invalid value ''"),
     ("a billion shards", ["--xla-shard=1/1000000000"], {},
      "--xla-shard: invalid value '1/1000000000'; valid: I/N with integers 1 <= I <= N <= 1000, e.g. 1/4"),
-    ("threads beyond a C int", ["--xla-threads=100000000000000000000"], {},
-     "--xla-threads: invalid value '100000000000000000000'; valid: an integer 1..4096, or auto"),
+    ("threads beyond a C int", ["-o", "xla_threads=100000000000000000000"], {},
+     "xla_threads (ini): invalid value '100000000000000000000'; valid: an integer 1..4096, or auto"),
     ("a misspelt model", ["--xla-models=resnet19"], {},
      "--xla-models: invalid value 'resnet19' (did you mean 'resnet18', 'resnet50'"),
 ]

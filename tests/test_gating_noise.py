@@ -175,7 +175,7 @@ def _baseline_of(tmp_path: Path, **runs: list[Any]) -> TimingBaseline:
 
 
 def test_a_baseline_measured_with_fresh_or_huge_pages_gates_only_a_run_measured_so(tmp_path: Path) -> None:
-    """--xla-placements=fresh and huge each put the speedups on a scale of their own: the gate refuses a mix either
+    """xla_placements=fresh and huge each put the speedups on a scale of their own: the gate refuses a mix either
     way, names both settings and why; once/run/step mix (one scale), and a baseline that does not say (an old one)
     was measured as once."""
     def baseline(*placements: str | None) -> frozenset[str]:
@@ -184,29 +184,29 @@ def test_a_baseline_measured_with_fresh_or_huge_pages_gates_only_a_run_measured_
     fresh = baseline("fresh", "fresh")
     assert fresh == {"fresh"} and placements_mismatch(Path("b.jsonl"), fresh, "fresh") == ""
     assert placements_mismatch(Path("b.jsonl"), fresh, "once") == (
-        "b.jsonl was measured with --xla-placements=fresh, this run with --xla-placements=once: with 'fresh' the "
+        "b.jsonl was measured with xla_placements=fresh, this run with xla_placements=once: with 'fresh' the "
         "baseline side pays page faults at every step, so the speedups are not comparable; valid: run with the "
         "baseline's setting, or record a baseline with this one")
     mixed = baseline("once", "step")
     assert placements_mismatch(Path("b.jsonl"), mixed, "run") == ""
-    assert "--xla-placements=once,step, this run with --xla-placements=fresh" in placements_mismatch(
+    assert "xla_placements=once,step, this run with xla_placements=fresh" in placements_mismatch(
         Path("b.jsonl"), mixed, "fresh")
     huge = baseline("huge")
     assert placements_mismatch(Path("b.jsonl"), huge, "huge") == ""
     assert placements_mismatch(Path("b.jsonl"), huge, "once") == (
-        "b.jsonl was measured with --xla-placements=huge, this run with --xla-placements=once: with 'huge' the CPU "
+        "b.jsonl was measured with xla_placements=huge, this run with xla_placements=once: with 'huge' the CPU "
         "side's large buffers are on huge pages, so the speedups are not comparable; valid: run with the baseline's "
         "setting, or record a baseline with this one")
     assert ("with 'fresh' the baseline side pays page faults at every step; with 'huge' the CPU side's large buffers "
             "are on huge pages, so") in placements_mismatch(Path("b.jsonl"), huge, "fresh")
     old = baseline(None)  # a report from before the option: measured as once
     assert old == {"once"} and placements_mismatch(Path("b.jsonl"), old, "step") == ""
-    assert "--xla-placements=once, this run with --xla-placements=huge" in placements_mismatch(
+    assert "xla_placements=once, this run with xla_placements=huge" in placements_mismatch(
         Path("b.jsonl"), old, "huge")
 
 
 def test_a_baseline_pinned_to_cpus_gates_only_a_run_pinned_so(tmp_path: Path) -> None:
-    """--xla-timing-cpus: a baseline whose runs were not pinned (an old one too) cannot gate a pinned run, and the
+    """xla_timing_cpus: a baseline whose runs were not pinned (an old one too) cannot gate a pinned run, and the
     reverse; the message names both and the setting to pass; pinned to other CPUs, or a baseline that mixes, gates."""
     def baseline(*cpus: list[int] | None) -> frozenset[tuple[int, ...]]:
         return _baseline_of(tmp_path, timing_cpus=list(cpus)).pinned
@@ -215,12 +215,12 @@ def test_a_baseline_pinned_to_cpus_gates_only_a_run_pinned_so(tmp_path: Path) ->
     assert old == {()} and pinned == {(0,)}
     assert pinning_mismatch(Path("b.jsonl"), old, ()) == "" and pinning_mismatch(Path("b.jsonl"), pinned, (1,)) == ""
     assert pinning_mismatch(Path("b.jsonl"), old, (0,)) == (
-        "b.jsonl was measured with its timed runs not pinned, this run's are pinned to CPU 0 (--xla-timing-cpus): the "
+        "b.jsonl was measured with its timed runs not pinned, this run's are pinned to CPU 0 (xla_timing_cpus): the "
         "XLA side's speed differs between the two, so the speedups are not comparable; valid: run with the "
-        "baseline's setting (no --xla-timing-cpus), or record a baseline with this one")
+        "baseline's setting (no xla_timing_cpus), or record a baseline with this one")
     assert pinning_mismatch(Path("b.jsonl"), pinned, ()).startswith(
         "b.jsonl was measured with its timed runs pinned to CPU 0, this run's are not pinned")
-    assert "(--xla-timing-cpus=0)" in pinning_mismatch(Path("b.jsonl"), pinned, ())
+    assert "(xla_timing_cpus=0)" in pinning_mismatch(Path("b.jsonl"), pinned, ())
     assert pinning_mismatch(Path("b.jsonl"), baseline([0], None), (0,)) == ""
 
 
@@ -333,8 +333,9 @@ def test_calibrated_runs_noise_in_the_record_and_the_noise_aware_gate(suite: pyt
     result = suite.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:xdist", "--xla-models=tiny", "-W",
         "ignore::pytest.PytestUnknownMarkWarning", "--xla-backend=trace_once,trace_everytime", "--xla-repeat=5",
-        f"--xla-min-run-time={MIN_RUN_TIME}", "--xla-min-speedup-ratio=0.9", "--xla-timing-baseline=baseline.jsonl",
-        "--xla-placements=step", "--xla-report=json", "--xla-report-dir=rep", "--xla-summary=summary.md", timeout=900)
+        "-o", f"xla_min_run_time={MIN_RUN_TIME}", "--xla-min-speedup-ratio=0.9", "--xla-timing-baseline=baseline.jsonl",
+        "-o", "xla_placements=step", "--xla-report=json", "--xla-report-dir=rep", "--xla-summary=summary.md",
+        timeout=900)
     result.assert_outcomes(passed=4)
     out = result.stdout.str()
     assert result.ret == lb.GATE_FAILED_EXIT, out[-3000:]
@@ -356,7 +357,7 @@ def test_calibrated_runs_noise_in_the_record_and_the_noise_aware_gate(suite: pyt
         low, high = (calibrate.calibrated_iterations(1, MIN_RUN_TIME, step + d) for d in (5e-8, -5e-8))
         assert low <= calibrated <= high, (low, calibrated, high)
         assert calibrated > 1  # a step of the tiny model is far below 50 ms
-        assert "--xla-min-run-time=0.05" in record["repro"]
+        assert "xla_min_run_time=0.05" in record["repro"]
         # the per-iteration figures are of the calibrated runs: a run lasts calibrated x its figure
         assert record["abs_latency"] * calibrated > 0.2 * MIN_RUN_TIME * 1000
         # the noise: from the five paired runs, as timing.noise computes it
@@ -369,9 +370,9 @@ def test_calibrated_runs_noise_in_the_record_and_the_noise_aware_gate(suite: pyt
         assert extra["speedup_noise"] == pytest.approx(
             noise.speedup_noise(speedups, [1.0] * len(speedups)), rel=0.02, abs=1e-4)
         assert extra["speedup_noise_statistic"] == noise.STATISTIC
-        # --xla-placements=step: the eager baseline (CPU) drew a placement before each of its timed steps
+        # xla_placements=step: the eager baseline (CPU) drew a placement before each of its timed steps
         assert extra["placements"] == "step" and extra["placement_redraws"] == 5 * calibrated
-        assert "--xla-placements=step" in record["repro"]
+        assert "xla_placements=step" in record["repro"]
 
     summary = (suite.path / "summary.md").read_text()
     assert "### Regressions (2)" in summary

@@ -64,14 +64,12 @@ def test_check_paths_names_option_path_and_reason(tmp_path: Path) -> None:
          "directory"),
         (XlaConfig(expected=tmp_path / "none.csv"), f"--xla-expected: no such file {str(tmp_path / 'none.csv')!r} "
                                                     "(use --xla-update-expected to create it)"),
-        (XlaConfig(timing_baseline=tmp_path, min_speedup_ratio=0.7), "--xla-timing-baseline: "
-                                                                     f"{str(tmp_path)!r} is a directory"),
-        (XlaConfig(timing_baseline=tmp_path / "t.json", min_speedup_ratio=0.7),
-         f"--xla-timing-baseline: no such file {str(tmp_path / 't.json')!r}"),
     ]
-    for xcfg, message in cases:
+    baselines = [(tmp_path, f"--xla-timing-baseline: {str(tmp_path)!r} is a directory"),
+                 (tmp_path / "t.json", f"--xla-timing-baseline: no such file {str(tmp_path / 't.json')!r}")]
+    for xcfg, baseline, message in [(x, None, m) for x, m in cases] + [(XlaConfig(), b, m) for b, m in baselines]:
         with pytest.raises(pytest.UsageError) as info:
-            check_paths(xcfg)
+            check_paths(xcfg, baseline)
         assert str(info.value).startswith(message), (str(info.value), message)
 
 

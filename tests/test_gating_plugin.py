@@ -186,11 +186,11 @@ def test_improved_reported_and_failing_only_when_strict(pytester: pytest.Pyteste
     assert summary.startswith("## ✅ xla-dynamo: PASSED")
     assert "### Improved (2)" in summary and "### Flaky (2)" in summary and "### Missing (2)" in summary
     assert "runs: fail_accuracy, pass, fail_accuracy" in summary
-    strict = pytester.runpytest_subprocess("-p", "no:xdist", "--xla-expected=expected.csv", "--xla-strict-improved",
-                                           "--xla-summary=s.md")
+    strict = pytester.runpytest_subprocess("-p", "no:xdist", "--xla-expected=expected.csv",
+                                           "-o", "xla_strict_improved=true", "--xla-summary=s.md")
     strict.assert_outcomes(passed=6)
     assert strict.ret == 1
-    strict.stdout.fnmatch_lines(["*xla-dynamo gate FAILED: 2 improved (--xla-strict-improved) (exit status 1)"])
+    strict.stdout.fnmatch_lines(["*xla-dynamo gate FAILED: 2 improved (xla_strict_improved) (exit status 1)"])
     assert pytester.path.joinpath("s.md").read_text().startswith("## ❌")
 
 

@@ -94,7 +94,7 @@ def test_terminal_lines() -> None:
         "xla-dynamo gate: not gating (--xla-update-expected)", {})
     same = compare(expected, {k: v for k, v in run.items() if k[0] == "i"})
     assert verdict_line(same, updating=False, strict_improved=True)[0].startswith(  # type: ignore[index]
-        "xla-dynamo gate FAILED: 1 improved (--xla-strict-improved)")
+        "xla-dynamo gate FAILED: 1 improved (xla_strict_improved)")
     assert terminal_lines(None, updating=False, strict_improved=False) == []
     assert verdict_line(None, updating=False, strict_improved=False) is None
     assert lb.case_name(("m", "b", "train")) == "m · b · train"

@@ -95,7 +95,7 @@ def test_overall_label_takes_the_most_severe() -> None:
     assert r.overall_label([]) == lb.PASS
 
 
-# --- flaky voting (records.vote, used by parity under --xla-accuracy-runs) ---------------------------------
+# --- flaky voting (records.vote, used by parity under xla_accuracy_runs) ---------------------------------
 
 
 @pytest.mark.parametrize(("statuses", "result"), [

@@ -250,7 +250,7 @@ def test_unknown_segv():
 
 def test_a_timeout_is_reported_with_its_limit_and_the_childs_stack(
         hang_project: tuple[pytest.Pytester, Path, Path]) -> None:
-    """``--xla-isolate-timeout`` for every isolated test, the marker's ``timeout=`` over it; the session goes on."""
+    """``xla_isolate_timeout`` for every isolated test, the marker's ``timeout=`` over it; the session goes on."""
     pytester, tmp, pidfile = hang_project
     pytester.makepyfile(test_marked="""
 import time
@@ -263,11 +263,11 @@ def napping_here():
 def test_marked_hang():
     napping_here()
 """)
-    result = pytester.runpytest_subprocess("--xla-isolate-timeout=25", "-p", "no:randomly", "-p", "no:cacheprovider",
-                                           "test_hang.py", "test_marked.py", timeout=600)
+    result = pytester.runpytest_subprocess("-o", "xla_isolate_timeout=25", "-p", "no:randomly",
+                                           "-p", "no:cacheprovider", "test_hang.py", "test_marked.py", timeout=600)
     out = result.stdout.str()
     result.assert_outcomes(passed=1, failed=2)
-    assert "isolated test timed out after 25 s (--xla-isolate-timeout) in its call phase" in out
+    assert "isolated test timed out after 25 s (xla_isolate_timeout, ini) in its call phase" in out
     assert "isolated test timed out after 15 s (@pytest.mark.xla_isolated(timeout=15)) in its call phase" in out
     stacks = re.findall(r"Python stack when it was ended \(faulthandler\) ---\n((?:.*\n)*?)command: ",
                         before_summary(out))
@@ -283,24 +283,23 @@ def test_marked_hang():
 def test_the_timeout_option_is_documented(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--help")
     help_text = re.sub(r"\s+", " ", result.stdout.str())
-    assert "--xla-isolate-timeout=SECONDS" in help_text
-    assert "(default: 1800)" in help_text.split("--xla-isolate-timeout=SECONDS", 1)[1][:400]
-    assert "PYTEST_XLA_ISOLATE_TIMEOUT" in help_text
-    assert "xla_isolate_timeout" in help_text  # the ini key
+    assert "--xla-isolate-timeout" not in help_text  # a lab setting: its ini key and environment variable only
+    ini = help_text.split("xla_isolate_timeout", 1)[1][:600]
+    assert "(default: 1800)" in ini and "PYTEST_XLA_ISOLATE_TIMEOUT" in ini
 
 
 BAD_TIMEOUTS: list[tuple[list[str], dict[str, str], str]] = [
-    (["--xla-isolate-timeout=abc"], {}, "--xla-isolate-timeout: invalid value 'abc'"),
-    (["--xla-isolate-timeout=0"], {}, "--xla-isolate-timeout: invalid value '0'"),
-    (["--xla-isolate-timeout=-5"], {}, "--xla-isolate-timeout: invalid value '-5'"),
-    (["--xla-isolate-timeout=inf"], {}, "--xla-isolate-timeout: invalid value 'inf'"),
-    ([], {"PYTEST_XLA_ISOLATE_TIMEOUT": "soon"}, "--xla-isolate-timeout (env PYTEST_XLA_ISOLATE_TIMEOUT): "
+    (["-o", "xla_isolate_timeout=abc"], {}, "xla_isolate_timeout (ini): invalid value 'abc'"),
+    (["-o", "xla_isolate_timeout=0"], {}, "xla_isolate_timeout (ini): invalid value '0'"),
+    (["-o", "xla_isolate_timeout=-5"], {}, "xla_isolate_timeout (ini): invalid value '-5'"),
+    (["-o", "xla_isolate_timeout=inf"], {}, "xla_isolate_timeout (ini): invalid value 'inf'"),
+    ([], {"PYTEST_XLA_ISOLATE_TIMEOUT": "soon"}, "xla_isolate_timeout (env PYTEST_XLA_ISOLATE_TIMEOUT): "
                                                  "invalid value 'soon'"),
-    (["-c", "bad.ini"], {}, "--xla-isolate-timeout (ini): invalid value 'nan'"),
+    (["-c", "bad.ini"], {}, "xla_isolate_timeout (ini): invalid value 'nan'"),
 ]
 
 def test_bad_timeouts_are_usage_errors(pytester: pytest.Pytester) -> None:
-    """Each bad ``--xla-isolate-timeout`` (command line, environment, ini): exit 4 before any test, naming
+    """Each bad ``xla_isolate_timeout`` (command line, environment, ini): exit 4 before any test, naming
     the value and the valid ones, no traceback. One interpreter runs the sessions in turn."""
     pytester.makepyfile(test_plain="def test_plain():\n    print('RAN')\n")
     pytester.makefile(".ini", bad="[pytest]\nxla_isolate_timeout = nan\n")
@@ -323,10 +322,10 @@ class _Item:
 
 
 @pytest.mark.parametrize(("source", "shown"), [
-    ("command line", "--xla-isolate-timeout"),
-    ("env PYTEST_XLA_ISOLATE_TIMEOUT", "--xla-isolate-timeout, env PYTEST_XLA_ISOLATE_TIMEOUT"),
-    ("ini", "--xla-isolate-timeout, ini"),
-    ("default", "--xla-isolate-timeout, default"),
+    ("command line", "xla_isolate_timeout"),
+    ("env PYTEST_XLA_ISOLATE_TIMEOUT", "xla_isolate_timeout, env PYTEST_XLA_ISOLATE_TIMEOUT"),
+    ("ini", "xla_isolate_timeout, ini"),
+    ("default", "xla_isolate_timeout, default"),
 ])
 def test_the_limit_and_where_it_comes_from(source: str, shown: str) -> None:
     xcfg = XlaConfig(isolate_timeout=42.0, sources={"xla_isolate_timeout": source})

@@ -5,6 +5,7 @@ plugin without torch and every bad value at start-up: test_faults.py."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -13,22 +14,25 @@ import pytest
 
 from pytest_xla_dynamo import markers
 from pytest_xla_dynamo.options import OPTIONS
+from pytest_xla_dynamo.timing.options import TIMING_OPTIONS
 
 pytest_plugins = ["pytester"]
 
 
-def test_help_lists_the_option_group(pytester: pytest.Pytester) -> None:
+def test_help_lists_the_option_groups(pytester: pytest.Pytester) -> None:
+    """The plugin's group and the timing wing's; a lab setting has no flag, only its ini key; at most 30 flags."""
     result = pytester.runpytest_subprocess("--help")
     assert result.ret == 0
     out = " ".join(result.stdout.str().split())  # argparse wraps help lines
     assert "dynamo + torch_xla conformance (pytest-xla-dynamo):" in out
-    for opt in OPTIONS:
-        assert opt.cli in out, opt.cli
+    assert "dynamo + torch_xla timing (pytest-xla-dynamo):" in out
+    flags = set(re.findall(r"--xla-[a-z-]+", result.stdout.str()))
+    for opt in (*OPTIONS, *TIMING_OPTIONS):
+        assert (opt.cli in flags) == opt.on_cli, opt.cli
+        assert opt.dest in out, opt.dest  # every option is mirrored as an ini key
+    assert len(flags) <= 30, sorted(flags)
     assert "--iterations-per-run" in out  # the seed's spelling
     assert "trace_once, trace_everytime, trace_everytime_split, eager, openxla_eval, inductor, aot_eager" in out
-    # every option is mirrored as an ini key
-    for opt in OPTIONS:
-        assert opt.dest in out, opt.dest
 
 
 def test_markers_are_declared(pytester: pytest.Pytester) -> None:

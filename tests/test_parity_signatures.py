@@ -5,6 +5,7 @@ whose BatchNorm1d running_var is updated with the biased variance, under the tol
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ ENTRY = "local:xla-batchnorm-biased-running-var"
 
 
 def _running_vars(n: int, momentum: float = 0.1, biased: bool = True, channels: int = 8,
-                  seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  seed: int = 0) -> tuple[Any, Any, Any]:
     """(initial, eager's, the backend's) float32 running_var after one BatchNorm step over ``n`` elements per channel:
     eager with the unbiased batch variance, the backend with the biased one where ``biased``."""
     g = torch.Generator().manual_seed(seed)

@@ -205,7 +205,7 @@ def test_typed_figures_write_the_old_key_order() -> None:
 
 
 def test_the_calibration_and_the_noise_are_typed_and_round_trip() -> None:
-    """A timing record of --xla-min-run-time's calibrated runs with its speedup noise (issue 31): read typed, written
+    """A timing record of xla_min_run_time's calibrated runs with its speedup noise (issue 31): read typed, written
     back byte for byte; the records of before (no such fields) read as None, not as a guess."""
     cut = STATS.index(', "interference"')  # the noise comes after the statistics, before the interference
     calibration = ('"requested_iterations_per_run": 1, "calibrated_iterations_per_run": 16, "calibration_step_ms": '

@@ -35,6 +35,7 @@ from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.fileio import atomic_write
 from pytest_xla_dynamo.records import CaseRecord
 from pytest_xla_dynamo.report import png, writer
+from pytest_xla_dynamo.timing.settings import TimingSettings
 
 
 @pytest.fixture
@@ -119,7 +120,7 @@ def test_environment_info_from_the_options(monkeypatch: pytest.MonkeyPatch) -> N
     for name in report.THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    env = report.environment_info(XlaConfig(seed=7, iterations_per_run=10, backends=("a", "b")),
+    env = report.environment_info(XlaConfig(seed=7, backends=("a", "b")), TimingSettings(iterations_per_run=10),
                                   argv=["-k", "x"], workers=2)
     assert (env["seed"], env["iterations_per_run"], env["repeat"], env["backends"]) == (7, 10, 5, ["a", "b"])
     assert (env["argv"], env["xdist_workers"], env["threads"]) == (["-k", "x"], 2, {"OMP_NUM_THREADS": "1"})

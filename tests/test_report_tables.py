@@ -60,7 +60,7 @@ def test_speedup_table_train(records: list[CaseRecord]) -> None:
 
 
 def test_the_title_says_the_calibrated_iterations_per_run() -> None:
-    """Where --xla-min-run-time changed the iterations per run of some case, the title gives the range that ran
+    """Where xla_min_run_time changed the iterations per run of some case, the title gives the range that ran
     and what was asked; where it changed none (or the records do not say), only what was asked."""
     def rec(name: str, ran: int | None, min_run_time: float = 0.2) -> CaseRecord:
         figures = timing_figures()
@@ -69,10 +69,10 @@ def test_the_title_says_the_calibrated_iterations_per_run() -> None:
         return timing_record(name, "trace_once", "train", 1.0, timing=figures)
 
     title = report.speedup_table([rec("a", 1), rec("b", 40), rec("c", 7)], "train").splitlines()[0]
-    assert title == ("train: speedup over eager (iterations per run: 1-40 (calibrated by --xla-min-run-time=0.2 s; "
+    assert title == ("train: speedup over eager (iterations per run: 1-40 (calibrated by xla_min_run_time=0.2 s; "
                      "asked: 1), repeat: 5)")
     title = report.speedup_table([rec("a", 3), rec("b", 3)], "train").splitlines()[0]
-    assert "(iterations per run: 3 (calibrated by --xla-min-run-time=0.2 s; asked: 1), repeat: 5)" in title
+    assert "(iterations per run: 3 (calibrated by xla_min_run_time=0.2 s; asked: 1), repeat: 5)" in title
     for same in ([rec("a", 1, 0.0), rec("b", 1, 0.0)], [rec("a", None)]):
         title = report.speedup_table(same, "train").splitlines()[0]
         assert title == "train: speedup over eager (iterations per run: 1, repeat: 5)"

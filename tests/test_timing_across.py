@@ -13,9 +13,9 @@ import pytest
 from sample_data import TINY_CONFTEST, timing_figures, timing_record
 from test_config import usage_error
 
-from pytest_xla_dynamo.config import MAX_TIMING_PROCESSES
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord, TimingStats
 from pytest_xla_dynamo.timing import across, noise
+from pytest_xla_dynamo.timing.options import MAX_TIMING_PROCESSES
 
 pytest_plugins = ["pytester"]
 
@@ -138,7 +138,7 @@ def test_each_timing_test_is_measured_in_fresh_processes(pytester: pytest.Pytest
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:xdist", "--xla-models=tiny,broken,known", "--xla-backend=trace_once",
         "--xla-known-issues-file=known.toml", "-rx",
-        "--xla-modes=train", "--xla-repeat=3", "--xla-min-run-time=0.05", "--xla-timing-processes=3",
+        "--xla-modes=train", "--xla-repeat=3", "-o", "xla_min_run_time=0.05", "--xla-timing-processes=3",
         "--xla-report=json", "--xla-report-dir=rep", "-W", "ignore::pytest.PytestUnknownMarkWarning", timeout=900)
     result.assert_outcomes(passed=1, failed=1, xfailed=1)
     out = result.stdout.str()

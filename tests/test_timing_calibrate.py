@@ -1,4 +1,4 @@
-"""Calibrated runs and the speedup's noise (pure): timing.calibrate, timing.noise, and --xla-min-run-time's
+"""Calibrated runs and the speedup's noise (pure): timing.calibrate, timing.noise, and xla_min_run_time's
 validation (issue 31). The real sessions are in test_gating_noise.py."""
 
 from __future__ import annotations
@@ -8,10 +8,12 @@ import statistics
 from typing import Any
 
 import pytest
-from test_config import resolve, usage_error
+from test_config import resolve_timing, usage_error
 
-from pytest_xla_dynamo import options, repro
+from pytest_xla_dynamo import repro
+from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.timing import calibrate, noise
+from pytest_xla_dynamo.timing import options as timing_options
 
 
 def test_step_estimate_takes_each_sides_lowest_then_the_faster_side() -> None:
@@ -89,24 +91,25 @@ def test_noise_fields_for_the_record() -> None:
 
 
 def test_min_run_time_default_values_and_repro() -> None:
-    assert resolve().min_run_time == options.DEFAULT_MIN_RUN_TIME == 0.2
-    assert resolve(cli={"xla_min_run_time": "0"}).min_run_time == 0.0
-    assert resolve(cli={"xla_min_run_time": " 1.5 "}).min_run_time == 1.5
-    assert resolve(cli={"xla_min_run_time": "60"}).min_run_time == 60.0
-    assert resolve(env={"PYTEST_XLA_MIN_RUN_TIME": "0.5"}).min_run_time == 0.5
+    assert resolve_timing().min_run_time == timing_options.DEFAULT_MIN_RUN_TIME == 0.2
+    assert resolve_timing(ini={"xla_min_run_time": "0"}).min_run_time == 0.0
+    assert resolve_timing(ini={"xla_min_run_time": " 1.5 "}).min_run_time == 1.5
+    assert resolve_timing(ini={"xla_min_run_time": "60"}).min_run_time == 60.0
+    assert resolve_timing(env={"PYTEST_XLA_MIN_RUN_TIME": "0.5"}).min_run_time == 0.5
     # the repro names it where it is not the default
-    assert "--xla-min-run-time" not in repro.repro_command("t.py::x", resolve(), "trace_once", timing=True)
-    assert "--xla-min-run-time=0 " in repro.repro_command(
-        "t.py::x", resolve(cli={"xla_min_run_time": "0"}), "trace_once", timing=True)
+    assert "xla_min_run_time" not in repro.repro_command("t.py::x", XlaConfig(), "trace_once",
+                                                         timing=resolve_timing().repro_args())
+    assert "-o xla_min_run_time=0 " in repro.repro_command(
+        "t.py::x", XlaConfig(), "trace_once", timing=resolve_timing(ini={"xla_min_run_time": "0"}).repro_args())
 
 
 @pytest.mark.parametrize("bad", ["-1", "-0.1", "60.5", "abc", "", "inf", "nan", "1e400", "0.2s"])
 def test_min_run_time_bad_values_are_usage_errors(bad: str) -> None:
-    assert usage_error(cli={"xla_min_run_time": bad}) == (
-        f"--xla-min-run-time: invalid value {bad!r}; valid: a number of seconds 0..60 (0: off, runs of exactly "
-        "--xla-iterations-per-run)")
+    assert usage_error(env={"PYTEST_XLA_MIN_RUN_TIME": bad}) == (
+        f"xla_min_run_time (env PYTEST_XLA_MIN_RUN_TIME): invalid value {bad!r}; valid: a number of seconds 0..60 "
+        "(0: off, runs of exactly --xla-iterations-per-run)")
 
 
 def test_min_run_time_bad_env_value_names_the_variable() -> None:
     assert usage_error(env={"PYTEST_XLA_MIN_RUN_TIME": "-3"}).startswith(
-        "--xla-min-run-time (env PYTEST_XLA_MIN_RUN_TIME): invalid value '-3'")
+        "xla_min_run_time (env PYTEST_XLA_MIN_RUN_TIME): invalid value '-3'")

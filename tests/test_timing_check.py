@@ -21,27 +21,28 @@ from typing import Any
 import pytest
 from sample_data import TINY_CONFTEST, benchmark_script
 
-from pytest_xla_dynamo import timing
-from pytest_xla_dynamo.config import THP_MODES, XlaConfig, thp_mode
+from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.core.backends import BUILTIN_BACKENDS, default_registry
 from pytest_xla_dynamo.core.cases import Warmup
+from pytest_xla_dynamo.core.machine import thp_mode
 from pytest_xla_dynamo.core.metrics import Snapshot
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
 from pytest_xla_dynamo.report.tables import speedup_table
 from pytest_xla_dynamo.session import XlaSession
-from pytest_xla_dynamo.timing.check import (
+from pytest_xla_dynamo.timing import stats as timing
+from pytest_xla_dynamo.timing.benchmark import (
     BENCHMARK_GROUP,
-    HUGE_NOT_IN_EFFECT,
-    NOT_MEASURED,
     TIMER_NO_BENCHMARK,
     TIMER_REMEASURED,
     benchmark_off,
     benchmark_wanted,
     name_benchmark,
-    xdist_refusal,
 )
+from pytest_xla_dynamo.timing.check import xdist_refusal
+from pytest_xla_dynamo.timing.in_process import HUGE_NOT_IN_EFFECT, NOT_MEASURED
 from pytest_xla_dynamo.timing.interference import REMEASURE_LIMIT
 from pytest_xla_dynamo.timing.memory import CPU_REASON
+from pytest_xla_dynamo.timing.options import THP_MODES
 from pytest_xla_dynamo.timing.placement import THP_ENV
 from pytest_xla_dynamo.timing.threads import auto_threads, available_cores
 
@@ -198,7 +199,7 @@ def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest
     ran = sorted(r["extra"]["calibrated_iterations_per_run"] for (_, mode), r in records.items() if mode == "train")
     span = str(ran[0]) if ran[0] == ran[-1] else f"{ran[0]}-{ran[-1]}"
     its = ("iterations per run: 2" if ran == [2, 2]
-           else f"iterations per run: {span} (calibrated by --xla-min-run-time=0.2 s; asked: 2)")
+           else f"iterations per run: {span} (calibrated by xla_min_run_time=0.2 s; asked: 2)")
     assert f"train: speedup over eager ({its}, repeat: 2)" in out
     assert "infer: speedup over eager" in out
     assert "XLA (trace once)" in out and "XLA (trace everytime)" in out
@@ -219,7 +220,7 @@ def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest
         assert record["iterations_per_run"] == 2 and record["repeat"] == 2
         extra = record["extra"]
         assert extra["iterations_per_run"] == 2 and extra["repeat"] == 2
-        # calibrated runs (--xla-min-run-time, default 0.2 s): at least the 2 asked for, the same for both sides
+        # calibrated runs (xla_min_run_time, default 0.2 s): at least the 2 asked for, the same for both sides
         assert extra["requested_iterations_per_run"] == 2 <= extra["calibrated_iterations_per_run"]
         assert extra["min_run_time"] == 0.2 and extra["calibration_step_ms"] > 0
         # the auto baseline: the XLA device is the CPU, so CPU eager
@@ -307,7 +308,7 @@ def test_a_disturbed_timing_is_remeasured_then_recorded_unreliable_and_flagged(s
     suite.makeconftest(CONFTEST + OVERLOADED)
     result = suite.runpytest_subprocess(
         *COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-modes=train", "--xla-repeat=2",
-        "--xla-threads=1", "--xla-report=table,csv,json", "--xla-report-dir=rep", timeout=TIMEOUT)
+        "-o", "xla_threads=1", "--xla-report=table,csv,json", "--xla-report-dir=rep", timeout=TIMEOUT)
     result.assert_outcomes(passed=1)  # a disturbed timing is not a failing backend
     out = result.stdout.str()
     cores = available_cores()
@@ -355,17 +356,17 @@ def test_the_speed_gate_never_uses_an_unreliable_speedup(suite: pytest.Pytester)
 @pytest.mark.skipif(thp_mode() not in THP_MODES, reason="needs the kernel's transparent huge pages")
 def test_huge_pages_time_on_huge_pages_or_fail_saying_why(suite: pytest.Pytester,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """--xla-placements=huge: the session says so, the record too; where a conftest allocated a CPU tensor before
+    """xla_placements=huge: the session says so, the record too; where a conftest allocated a CPU tensor before
     the plugin could turn torch's huge pages on, the timing test fails saying why and what to do."""
     monkeypatch.delenv(THP_ENV, raising=False)
     args = (*COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-modes=train", "--xla-repeat=2",
-            "--xla-placements=huge", "--xla-report=json", "--xla-report-dir=rep")
+            "-o", "xla_placements=huge", "--xla-report=json", "--xla-report-dir=rep")
     result = suite.runpytest_subprocess(*args, timeout=TIMEOUT)
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     assert f"torch's CPU allocator: huge pages ({THP_ENV}=1)" in out
     (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
-    assert record["extra"]["placements"] == "huge" and "--xla-placements=huge" in record["repro"]
+    assert record["extra"]["placements"] == "huge" and "xla_placements=huge" in record["repro"]
 
     suite.makeconftest(CONFTEST + "\nimport torch\n\nEARLY = torch.ones(4)  # a CPU allocation before the plugin's\n")
     result = suite.runpytest_subprocess(*args, timeout=TIMEOUT)
@@ -375,10 +376,10 @@ def test_huge_pages_time_on_huge_pages_or_fail_saying_why(suite: pytest.Pytester
 
 
 def test_bad_thread_budget_is_a_usage_error(suite: pytest.Pytester) -> None:
-    result = suite.runpytest_subprocess(*COMMON, "--xla-threads=0", timeout=TIMEOUT)
+    result = suite.runpytest_subprocess(*COMMON, "-o", "xla_threads=0", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
-    assert "--xla-threads: invalid value '0'; valid: an integer 1..4096, or auto" in err
+    assert "xla_threads (ini): invalid value '0'; valid: an integer 1..4096, or auto" in err
     assert "Traceback" not in err + result.stdout.str()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_xla_dynamo import timing
+from pytest_xla_dynamo.timing import measure as timing
 from pytest_xla_dynamo.timing.measure import Measurement, RunTime
 
 # the module (``timing.measure`` is also the name of its function, which the package exports)
@@ -91,9 +91,9 @@ def test_timed_run_measures_wall_and_process_cpu_time() -> None:
 
 def test_measurement_keeps_both_times_per_side_and_the_higher_load() -> None:
     m = Measurement(iterations_per_run=2)
-    m.add("baseline", RunTime(0.4, 0.38))
-    m.add("backend", RunTime(0.2, 0.25))
-    assert (m.baseline_runs, m.baseline_cpu, m.backend_runs, m.backend_cpu) == ([0.4], [0.38], [0.2], [0.25])
+    m.side("baseline").add(RunTime(0.4, 0.38))
+    m.side("backend").add(RunTime(0.2, 0.25))
+    assert (m.baseline.runs, m.baseline.cpu, m.backend.runs, m.backend.cpu) == ([0.4], [0.38], [0.2], [0.25])
     assert m.figures.speedup == pytest.approx(2.0)
     assert m.load is None
     m.load_before, m.load_after = 1.5, 2.25
@@ -110,12 +110,12 @@ def test_measure_interleaves_times_both_and_reads_the_load_around_the_runs(monke
     log: list[str] = []
     case, baseline = FakeCase(log, "case", 0.01, True, clock), FakeCase(log, "base", 0.02, False, clock)
     result = timing.measure(case, baseline, 2, 3)  # type: ignore[arg-type]
-    assert len(result.backend_runs) == len(result.backend_cpu) == 3
-    assert len(result.baseline_runs) == len(result.baseline_cpu) == 3
+    assert len(result.backend.runs) == len(result.backend.cpu) == 3
+    assert len(result.baseline.runs) == len(result.baseline.cpu) == 3
     assert (result.load_before, result.load_after, result.load) == (1.25, 3.5, 3.5)
     # per run: wall = 2 steps; CPU = the wall for the burning backend, none for the sleeping baseline
-    assert result.backend_runs == pytest.approx([0.02] * 3) and result.backend_cpu == pytest.approx([0.02] * 3)
-    assert result.baseline_runs == pytest.approx([0.04] * 3) and result.baseline_cpu == pytest.approx([0.0] * 3)
+    assert result.backend.runs == pytest.approx([0.02] * 3) and result.backend.cpu == pytest.approx([0.02] * 3)
+    assert result.baseline.runs == pytest.approx([0.04] * 3) and result.baseline.cpu == pytest.approx([0.0] * 3)
     timed = [entry for entry in log if entry.endswith(("step", "grads"))][4:]  # after one priming step each
     assert timed == ["base step", "base step", "base drop_grads", "case step", "case step", "case drop_grads"] * 3
     assert result.recompiles == 0
@@ -138,8 +138,8 @@ def test_measure_through_pedantic_keeps_only_the_timed_rounds(monkeypatch: pytes
     result = timing.measure(FakeCase(log, "case", 0.001, True), FakeCase(log, "base", 0.001, True),  # type: ignore[arg-type]
                             1, 2, pedantic)
     assert seen == {"rounds": 2, "iterations": 1, "warmup_rounds": 0}
-    assert len(result.backend_runs) == len(result.backend_cpu) == 2
-    assert len(result.baseline_runs) == len(result.baseline_cpu) == 2
+    assert len(result.backend.runs) == len(result.backend.cpu) == 2
+    assert len(result.baseline.runs) == len(result.baseline.cpu) == 2
     assert result.load is None
 
 
@@ -163,7 +163,7 @@ def test_machine_busy_counts_every_process_and_reaches_the_runs() -> None:
 
 
 def test_measure_calibrates_one_count_for_both_sides_from_the_untimed_steps(monkeypatch: pytest.MonkeyPatch) -> None:
-    """--xla-min-run-time 0.05 s: the faster side's prime step (0.01 s) sets 5 iterations per run for both."""
+    """xla_min_run_time 0.05 s: the faster side's prime step (0.01 s) sets 5 iterations per run for both."""
     monkeypatch.setattr(measure_module, "loadavg", lambda: None)
     clock = FakeClock()
     monkeypatch.setattr(measure_module, "time", clock)
@@ -172,7 +172,7 @@ def test_measure_calibrates_one_count_for_both_sides_from_the_untimed_steps(monk
     result = timing.measure(case, baseline, 2, 3, min_run_time=0.05)  # type: ignore[arg-type]
     assert (result.requested_iterations, result.iterations_per_run, result.min_run_time) == (2, 5, 0.05)
     assert result.step_estimate == pytest.approx(0.01)
-    assert result.backend_runs == pytest.approx([0.05] * 3) and result.baseline_runs == pytest.approx([0.1] * 3)
+    assert result.backend.runs == pytest.approx([0.05] * 3) and result.baseline.runs == pytest.approx([0.1] * 3)
     assert result.figures.backend == pytest.approx((0.01,) * 3)  # per iteration: over the calibrated count
     timed = [entry for entry in log if entry.endswith("step")][2:]
     assert timed == ["base step"] * 5 + ["case step"] * 5 + ["base step"] * 5 + ["case step"] * 5 + [
@@ -212,7 +212,7 @@ def test_settle_without_proc_stat_does_not_wait(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_measure_draws_a_cpu_sides_placement_before_each_of_its_timed_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """--xla-placements=run: before each timed run a side on the CPU gets a new placement and one untimed step
+    """xla_placements=run: before each timed run a side on the CPU gets a new placement and one untimed step
     (not in its run's time); a side on another device (meta stands in for XLA) is left alone."""
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(measure_module, "loadavg", lambda: None)
@@ -226,14 +226,14 @@ def test_measure_draws_a_cpu_sides_placement_before_each_of_its_timed_runs(monke
     result = timing.measure(case, baseline, 2, 3, placements="run")  # type: ignore[arg-type]
     assert (result.placements, result.redraws) == ("run", {"baseline": 3})
     assert baseline.inputs is not inputs and torch.equal(baseline.inputs[0], inputs[0])  # type: ignore[attr-defined]
-    assert result.baseline_runs == pytest.approx([0.04] * 3) and result.backend_runs == pytest.approx([0.02] * 3)
+    assert result.baseline.runs == pytest.approx([0.04] * 3) and result.backend.runs == pytest.approx([0.02] * 3)
     timed = [entry for entry in log if entry.endswith(("step", "grads"))][4:]  # after one priming step each
     assert timed == ["base step", "base drop_grads",  # the redraw's untimed step
                      "base step", "base step", "base drop_grads", "case step", "case step", "case drop_grads"] * 3
     # "step": a draw and its untimed step before every timed step; the run's time is its timed steps' sum
     log.clear()
     result = timing.measure(case, baseline, 2, 3, placements="step")  # type: ignore[arg-type]
-    assert result.redraws == {"baseline": 6} and result.baseline_runs == pytest.approx([0.04] * 3)
+    assert result.redraws == {"baseline": 6} and result.baseline.runs == pytest.approx([0.04] * 3)
     timed = [entry for entry in log if entry.endswith(("step", "grads"))][4:]
     drawn_step = ["base step", "base drop_grads", "base step"]  # the draw's untimed step, then a timed one
     assert timed == (drawn_step * 2 + ["base drop_grads", "case step", "case step", "case drop_grads"]) * 3

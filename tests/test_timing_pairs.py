@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 from sample_data import TINY_CONFTEST, timing_figures, timing_record
-from test_config import resolve, usage_error
+from test_config import resolve_timing, usage_error
 from test_timing_across import _process, _stats
 
-from pytest_xla_dynamo import config as cfg
-from pytest_xla_dynamo.config import MIN_AB_PAIRS
+from pytest_xla_dynamo.core import machine
 from pytest_xla_dynamo.gating import labels as lb
 from pytest_xla_dynamo.gating import rules as r
 from pytest_xla_dynamo.gating.labels import GATE_FAILED_EXIT
 from pytest_xla_dynamo.gating.run import TimingCase, timing_from_records
 from pytest_xla_dynamo.records import UNRELIABLE, CaseRecord
 from pytest_xla_dynamo.timing import across, noise
+from pytest_xla_dynamo.timing.options import MIN_AB_PAIRS
 
 pytest_plugins = ["pytester"]
 
@@ -76,7 +76,7 @@ def test_an_unreliable_base_makes_the_record_unreliable_and_says_whose() -> None
 
 
 def test_builds_pinned_differently_make_the_record_unreliable_and_say_so() -> None:
-    """A base build older than --xla-timing-cpus pins nothing: not comparable with pinned speedups."""
+    """A base build older than xla_timing_cpus pins nothing: not comparable with pinned speedups."""
     def pinned(record: CaseRecord, cpus: list[int] | None) -> CaseRecord:
         assert record.timing is not None and record.timing.runs is not None
         return replace(record, timing=replace(record.timing, runs=replace(record.timing.runs, timing_cpus=cpus)))
@@ -86,7 +86,7 @@ def test_builds_pinned_differently_make_the_record_unreliable_and_say_so() -> No
     assert record.status == UNRELIABLE and _stats(record).pair_ratio == 0.95  # figured, not trusted
     assert record.message == (
         "timing unreliable: the base build's timed runs ran on CPUs none (not pinned), this build's on 0 "
-        "(--xla-timing-cpus): not comparable (a base build older than the option ignores PYTEST_XLA_TIMING_CPUS and "
+        "(xla_timing_cpus): not comparable (a base build older than the option ignores PYTEST_XLA_TIMING_CPUS and "
         "the ini key, and refuses the command-line option)")
     assert across.pair(candidate, [pinned(_process(0.20), [0])] * 3, 3).status == "pass"
 
@@ -153,8 +153,8 @@ def test_timing_from_records_carries_the_pair_figures() -> None:
 
 
 def test_the_base_python_is_split_as_a_shell_would_and_must_exist() -> None:
-    xcfg = resolve(cli={"xla_timing_base_python": f"env 'A=1 2' {sys.executable}", "xla_timing_processes": "3",
-                        "xla_min_speedup_ratio": "0.95"})
+    xcfg = resolve_timing(cli={"xla_timing_base_python": f"env 'A=1 2' {sys.executable}", "xla_timing_processes": "3",
+                               "xla_min_speedup_ratio": "0.95"})
     assert xcfg.timing_base_python == ("env", "A=1 2", sys.executable)
     assert usage_error(cli={"xla_timing_base_python": "/no/such/python", "xla_timing_processes": "3"}) == (
         "--xla-timing-base-python: invalid value '/no/such/python' ('/no/such/python' not found); valid: a Python "
@@ -196,18 +196,18 @@ def test_each_timing_test_is_measured_in_pairs_with_the_base_build(pytester: pyt
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The base is this interpreter behind ``env AB_SIDE=base``: the processes alternate base-first, then
     candidate-first; the record carries both sides and the pairs; the gate judges the pair ratio (the header and the
-    summary say so) with no stored baseline. ``--xla-timing-cpus`` reaches the children: their runs were pinned."""
+    summary say so) with no stored baseline. ``xla_timing_cpus`` reaches the children: their runs were pinned."""
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
     for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_ADDOPTS", "PJRT_NPROC", "AB_SIDE"):
         monkeypatch.delenv(var, raising=False)
     pytester.makeconftest(TINY_CONFTEST + ORDER)
     suite = Path(__file__).resolve().parents[1] / "suites" / "test_timing.py"
     pytester.path.joinpath("test_timing.py").write_text(suite.read_text())
-    cpu = max(cfg.usable_cpus()) if cfg.can_pin() else None  # --xla-timing-cpus passed on to the children
-    pin = [f"--xla-timing-cpus={cpu}"] if cpu is not None else []
+    cpu = max(machine.usable_cpus()) if machine.can_pin() else None  # xla_timing_cpus passed on to the children
+    pin = ["-o", f"xla_timing_cpus={cpu}"] if cpu is not None else []
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:xdist", "--xla-models=tiny", "--xla-backend=trace_once",
-        "--xla-modes=train", "--xla-repeat=3", "--xla-min-run-time=0.05", "--xla-timing-processes=3",
+        "--xla-modes=train", "--xla-repeat=3", "-o", "xla_min_run_time=0.05", "--xla-timing-processes=3",
         f"--xla-timing-base-python=env AB_SIDE=base {sys.executable}", "--xla-min-speedup-ratio=0.5", *pin,
         "--xla-report=json", "--xla-report-dir=rep", "--xla-summary=summary.md",
         "-W", "ignore::pytest.PytestUnknownMarkWarning", timeout=900)
@@ -223,7 +223,7 @@ def test_each_timing_test_is_measured_in_pairs_with_the_base_build(pytester: pyt
     assert "'--xla-timing-base-python=env AB_SIDE=base " in record["repro"]
     if cpu is not None:  # the measuring child's runs were pinned: the affinity the OS reported inside them
         assert extra["timing_cpus"] == [cpu]
-        assert f"--xla-timing-cpus={cpu}" in record["repro"]
+        assert f"xla_timing_cpus={cpu}" in record["repro"]
     # the parent's own call, and its children: base, candidate; candidate, base; base, candidate (fresh interpreters)
     sides = [line.split() for line in (pytester.path / "order.txt").read_text().splitlines()]
     assert [side for side, _ in sides if side != "parent"] == ["base", "candidate", "candidate", "base", "base",

@@ -14,8 +14,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pytest_xla_dynamo.config import THP_MODES, thp_mode  # noqa: E402
+from pytest_xla_dynamo.core.machine import thp_mode  # noqa: E402
 from pytest_xla_dynamo.timing import placement as placement_module  # noqa: E402
+from pytest_xla_dynamo.timing.options import THP_MODES  # noqa: E402
 from pytest_xla_dynamo.timing.placement import Placement  # noqa: E402
 
 
@@ -94,7 +95,7 @@ print(libc.mallinfo2().hblks - before)
 
 @pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "mallinfo2"), reason="glibc >= 2.33 (mallinfo2) only")
 def test_fresh_pages_keeps_large_blocks_on_fresh_mmaps_after_a_large_free() -> None:
-    """--xla-placements=fresh: without it glibc serves a 512 KB block from the heap after an 8 MB one was freed
+    """xla_placements=fresh: without it glibc serves a 512 KB block from the heap after an 8 MB one was freed
     (the threshold rose); with it the block is a fresh mmap. In a child process: the setting is process-wide."""
     drop = ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
     assert tuple(_probe(FRESH_PROBE, mode, drop, 60) for mode in ("default", "fresh")) == ("0", "1")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_xla_dynamo import timing
+from pytest_xla_dynamo.timing import stats as timing
 from pytest_xla_dynamo.timing.stats import SPEEDUP_STATISTIC
 
 

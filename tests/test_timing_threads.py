@@ -1,4 +1,4 @@
-"""Tests of pytest_xla_dynamo.timing.threads and of the two timing options it goes with: ``--xla-threads``
+"""Tests of pytest_xla_dynamo.timing.threads and of the two timing options it goes with: ``xla_threads``
 (validated, resolved, applied to torch and to XLA:CPU's ``PJRT_NPROC``) and ``--xla-baseline-backend=auto``
 (resolved from ``PJRT_DEVICE`` at configure time). In process; one test imports torch."""
 
@@ -16,8 +16,10 @@ from pytest_xla_dynamo.core import devices
 from pytest_xla_dynamo.core.backends import default_registry
 from pytest_xla_dynamo.session import XlaSession
 from pytest_xla_dynamo.timing import plugin as timing_plugin
+from pytest_xla_dynamo.timing import settings as timing_settings
 from pytest_xla_dynamo.timing import threads
-from pytest_xla_dynamo.timing.plugin import ThreadBudgetPlugin, session_budget
+from pytest_xla_dynamo.timing.plugin import TimingPlugin, session_budget
+from pytest_xla_dynamo.timing.settings import TimingSettings
 from pytest_xla_dynamo.timing.threads import (
     AUTO,
     XLA_THREADS_ENV,
@@ -43,10 +45,10 @@ class FakeConfig:
 
 
 def resolve(options: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None,
-            ini: Mapping[str, str] | None = None) -> xconfig.XlaConfig:
+            ini: Mapping[str, str] | None = None) -> TimingSettings:
     registry = default_registry()
-    return xconfig.resolve(FakeConfig(options, ini), backends=registry.names(), backend_aliases=registry.aliases,  # type: ignore[arg-type]
-                           models=["resnet18"], patches=[], environ=dict(environ or {}))
+    return timing_settings.resolve(FakeConfig(options, ini), backends=registry.names(),  # type: ignore[arg-type]
+                                   backend_aliases=registry.aliases, environ=dict(environ or {}))
 
 
 # --- the budget ---------------------------------------------------------------------------------------
@@ -84,18 +86,18 @@ def test_the_plugin_sets_pjrt_nproc_only_for_a_timing_session_and_restores_it(mo
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
     monkeypatch.setenv(XLA_THREADS_ENV, "7")
     config = FakeConfig()
-    session = XlaSession(config, xconfig.XlaConfig(threads=2), default_registry())  # type: ignore[arg-type]
+    session = XlaSession(config, xconfig.XlaConfig(), default_registry())  # type: ignore[arg-type]
     timing_item: Any = SimpleNamespace(fixturenames=["xla_timing", "xla_model"])
     parity_item: Any = SimpleNamespace(fixturenames=["xla_parity", "xla_model"])
     # a session without timing tests: XLA:CPU keeps its threads, and nothing is restored at the end
-    plugin = ThreadBudgetPlugin(session)
+    plugin = TimingPlugin(session, TimingSettings(threads=2))
     plugin.pytest_collection_modifyitems(None, config, [parity_item])  # type: ignore[arg-type]
     assert os.environ[XLA_THREADS_ENV] == "7" and plugin.budget.xla.startswith("not set (no timing test")
     assert plugin.pytest_report_collectionfinish(config) is None  # type: ignore[arg-type]
     plugin.pytest_unconfigure(config)  # type: ignore[arg-type]
     assert os.environ[XLA_THREADS_ENV] == "7"
     # a timing session: set once collection selected a timing test, restored at unconfigure
-    plugin = ThreadBudgetPlugin(session)
+    plugin = TimingPlugin(session, TimingSettings(threads=2))
     plugin.pytest_collection_modifyitems(None, config, [parity_item, timing_item])  # type: ignore[arg-type]
     assert os.environ[XLA_THREADS_ENV] == "2"
     assert session_budget(session) is plugin.budget
@@ -104,7 +106,7 @@ def test_the_plugin_sets_pjrt_nproc_only_for_a_timing_session_and_restores_it(mo
     plugin.pytest_unconfigure(config)  # type: ignore[arg-type]
     assert os.environ[XLA_THREADS_ENV] == "7"
     monkeypatch.delenv(XLA_THREADS_ENV)
-    plugin = ThreadBudgetPlugin(session)
+    plugin = TimingPlugin(session, TimingSettings(threads=2))
     plugin.apply()
     plugin.pytest_unconfigure(config)  # type: ignore[arg-type]
     assert XLA_THREADS_ENV not in os.environ
@@ -112,7 +114,7 @@ def test_the_plugin_sets_pjrt_nproc_only_for_a_timing_session_and_restores_it(mo
 
 def test_the_plugin_fixes_mallocs_pages_with_fresh_placements_in_a_timing_session_only(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """--xla-placements=fresh: fresh_pages once, when collection selected a timing test (before any model is built);
+    """xla_placements=fresh: fresh_pages once, when collection selected a timing test (before any model is built);
     not for a session without one, nor for another setting. The malloc effect itself: test_timing_placement."""
     monkeypatch.setattr(devices, "runtime_up", lambda: False)
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
@@ -124,9 +126,8 @@ def test_the_plugin_fixes_mallocs_pages_with_fresh_placements_in_a_timing_sessio
     for placements, items, calls in (("fresh", [parity_item], []), ("once", [timing_item], []),
                                      ("fresh", [parity_item, timing_item], ["fixed"])):
         fixed.clear()
-        session = XlaSession(config, xconfig.XlaConfig(threads=1, placements=placements),  # type: ignore[arg-type]
-                             default_registry())
-        plugin = ThreadBudgetPlugin(session)
+        session = XlaSession(config, xconfig.XlaConfig(), default_registry())  # type: ignore[arg-type]
+        plugin = TimingPlugin(session, TimingSettings(threads=1, placements=placements))
         for _ in range(2):  # idempotent
             plugin.pytest_collection_modifyitems(None, config, items)  # type: ignore[arg-type]
         assert fixed == calls, (placements, items)
@@ -145,7 +146,9 @@ def test_the_reports_environment_entry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_without_the_plugin_the_budget_says_xla_was_not_set() -> None:
-    budget = session_budget(XlaSession(FakeConfig(), xconfig.XlaConfig(threads=3), default_registry()))  # type: ignore[arg-type]
+    config = FakeConfig()
+    config.stash[timing_settings.KEY] = TimingSettings(threads=3)
+    budget = session_budget(XlaSession(config, xconfig.XlaConfig(), default_registry()))  # type: ignore[arg-type]
     assert budget.threads == 3 and budget.xla.startswith("not set")
 
 
@@ -165,8 +168,8 @@ def test_torch_threads_are_set() -> None:
 def test_threads_option_resolves_auto_numbers_and_its_sources() -> None:
     assert resolve().threads is None  # auto
     assert resolve().sources["xla_threads"] == "default"
-    assert resolve({"xla_threads": "2"}).threads == 2
-    assert resolve({"xla_threads": "AUTO"}).threads is None
+    assert resolve(ini={"xla_threads": "2"}).threads == 2
+    assert resolve(ini={"xla_threads": "AUTO"}).threads is None
     env = resolve(environ={"PYTEST_XLA_THREADS": "3"})
     assert env.threads == 3 and env.sources["xla_threads"] == "env PYTEST_XLA_THREADS"
     assert resolve(ini={"xla_threads": "4"}).threads == 4
@@ -177,14 +180,15 @@ def test_bad_thread_values_are_usage_errors(value: str) -> None:
     """Issue 28: a huge count is refused at start-up (it passed, and failed in the timing test); the valid range
     is said (was "an integer >= 1, or auto")."""
     with pytest.raises(pytest.UsageError) as err:
-        resolve({"xla_threads": value})
-    assert str(err.value) == f"--xla-threads: invalid value {value!r}; valid: an integer 1..4096, or auto"
+        resolve(environ={"PYTEST_XLA_THREADS": value})
+    assert str(err.value) == (f"xla_threads (env PYTEST_XLA_THREADS): invalid value {value!r}; valid: an integer "
+                              "1..4096, or auto")
 
 
 @pytest.mark.parametrize(("device", "expected"), [("CPU", "eager"), ("cpu", "eager"), ("", "eager"),
                                                   ("TPU", "trace_everytime"), ("CUDA", "trace_everytime")])
 def test_auto_baseline_follows_the_device(device: str, expected: str) -> None:
-    assert xconfig.auto_baseline({"PJRT_DEVICE": device}) == expected
+    assert timing_settings.auto_baseline({"PJRT_DEVICE": device}) == expected
     resolved = resolve(environ={"PJRT_DEVICE": device})
     assert resolved.baseline_backend == expected and resolved.baseline_auto
     assert resolved.sources["xla_baseline_backend"] == "default"

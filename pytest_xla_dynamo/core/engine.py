@@ -90,7 +90,7 @@ class CaseEngine:
 
     def patch_names(self, spec: zoo.ModelSpec, extra: Sequence[str] = ()) -> tuple[str, ...]:
         """The op patches a case is built with: ``--xla-patch``, ``extra``, and dropout's when the
-        model has dropout and ``--xla-dropout=identity``."""
+        model has dropout and ``xla_dropout=identity``."""
         names = list(self.xcfg.patches) + list(extra)
         if spec.has_dropout and self.xcfg.dropout == "identity":
             names.append("dropout_to_identity")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pytest_xla_dynamo.fileio import MAX_RANGE
 
-THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")  # --xla-placements=huge (timing.placement)
+THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")  # xla_placements=huge (timing.placement)
 
 
 def usable_cpus() -> frozenset[int]:
@@ -58,7 +58,7 @@ def parse_cpus(value: str) -> tuple[int, ...]:
 
 
 def cpu_list(cpus: Iterable[int]) -> str:
-    """``(0, 2)`` -> ``"0,2"``: a CPU list as ``--xla-timing-cpus`` and ``taskset -c`` take it (:func:`parse_cpus`)."""
+    """``(0, 2)`` -> ``"0,2"``: a CPU list as ``xla_timing_cpus`` and ``taskset -c`` take it (:func:`parse_cpus`)."""
     return ",".join(map(str, cpus))
 
 

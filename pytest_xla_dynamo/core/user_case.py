@@ -97,7 +97,7 @@ def user_spec(model_factory: Callable[[], torch.nn.Module], inputs: Sequence[tor
     """The ModelSpec of a model owner's case (see the module docstring); both tiers build the same model and
     inputs. ``loss``: ``loss(out)``, or ``loss(out, targets)`` when ``targets`` are given (then it is required).
     ``has_dropout``: the model draws random numbers in training (dropout modules, attention dropout) that
-    ``dropout_to_identity`` switches off for the case (under ``--xla-dropout=identity``, the default)."""
+    ``dropout_to_identity`` switches off for the case (under ``xla_dropout=identity``, the default)."""
     if targets is not None and loss is None:
         raise ValueError("targets need a loss: pass loss=lambda out, targets: ... (e.g. "
                          "torch.nn.functional.cross_entropy)")

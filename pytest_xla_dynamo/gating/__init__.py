@@ -17,8 +17,8 @@ one module per part, all pure Python (no torch):
 * :mod:`~pytest_xla_dynamo.gating.plugin`: :class:`GatingPlugin`, the gate in a pytest session.
 
 A REGRESSION or SLOWER finding makes the session fail (exit status 1, pytest's TESTS_FAILED) even
-when every test passed; IMPROVED fails it only with ``--xla-strict-improved``; MISSING is reported.
-Flaky votes (``--xla-accuracy-runs``) are :func:`pytest_xla_dynamo.records.vote`; sharding is
+when every test passed; IMPROVED fails it only with ``xla_strict_improved``; MISSING is reported.
+Flaky votes (``xla_accuracy_runs``) are :func:`pytest_xla_dynamo.records.vote`; sharding is
 :mod:`pytest_xla_dynamo.workers.sharding`.
 """
 

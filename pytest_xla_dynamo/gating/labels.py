@@ -24,7 +24,7 @@ NOISY = "NOISY"  # the speed gate cannot tell the asked change from the case's n
 
 #: Most severe first: a case's overall label is the most severe label of its findings.
 SEVERITY = (REGRESSION, SLOWER, FAIL_BUT_FLAKY, IMPROVED, PASS_BUT_FLAKY, UNRELIABLE, NOISY, MISSING, XFAIL, PASS)
-#: Labels that fail the session (IMPROVED too with ``--xla-strict-improved``).
+#: Labels that fail the session (IMPROVED too with ``xla_strict_improved``).
 FAILING = frozenset({REGRESSION, SLOWER})
 FLAKY_LABELS = frozenset({PASS_BUT_FLAKY, FAIL_BUT_FLAKY})
 

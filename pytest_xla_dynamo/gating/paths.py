@@ -86,7 +86,7 @@ def write_summary(path: Path, text: str) -> str:
     return "written to"
 
 
-def check_paths(xcfg: XlaConfig) -> None:
+def check_paths(xcfg: XlaConfig, baseline: Path | None = None) -> None:
     """Raise :class:`pytest.UsageError` if a gate file named by ``xcfg`` cannot be used."""
     expected = xcfg.expected
     if expected is not None:
@@ -101,7 +101,6 @@ def check_paths(xcfg: XlaConfig) -> None:
         elif not expected.exists():
             raise pytest.UsageError(f"--xla-expected: no such file {str(expected)!r} "
                                     "(use --xla-update-expected to create it)")
-    baseline = xcfg.timing_baseline
     if baseline is not None and baseline.is_dir():
         raise pytest.UsageError(f"--xla-timing-baseline: {str(baseline)!r} is a directory; valid: a JSON report "
                                 "of an earlier run (--xla-report=json)")

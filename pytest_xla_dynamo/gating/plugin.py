@@ -34,6 +34,7 @@ from pytest_xla_dynamo.gating.run import (
     timing_from_records,
 )
 from pytest_xla_dynamo.gating.update import merge_update
+from pytest_xla_dynamo.timing.settings import timing_settings
 from pytest_xla_dynamo.workers.cpu_isa import cpu_line, kernel_setting, same_setting
 from pytest_xla_dynamo.workers.sharding import shard_line
 
@@ -48,6 +49,7 @@ class GatingPlugin:
         self.session = session
         self.config = session.config
         self.xcfg = xcfg = session.xcfg
+        self.timing = timing = timing_settings(session.config)  # the speed gate's options are the timing wing's
         self.expected: dict[Key, CaseRow] | None = None
         self.baseline: dict[Key, float] | None = None
         self.baseline_noise: dict[Key, float] = {}  # the stored baseline's speedup noise (the noise-aware gate)
@@ -64,17 +66,17 @@ class GatingPlugin:
         self.expected_metadata: dict[str, str] = {}
         if not session.reports_here:
             return
-        check_paths(xcfg)
+        check_paths(xcfg, timing.timing_baseline)
         try:
             if xcfg.expected is not None:
                 self.expected = read_expected(xcfg.expected, columns_kept=xcfg.update_expected)
                 self.expected_metadata = read_metadata(xcfg.expected)
-            if xcfg.min_speedup_ratio is not None and xcfg.timing_baseline is not None:
-                timing = load_timing_baseline(xcfg.timing_baseline)
-                self.baseline, self.baseline_noise, self.between_noise = timing.speedups, timing.noise, timing.between
-                if why := placements_mismatch(xcfg.timing_baseline, timing.placements, xcfg.placements):
+            if timing.min_speedup_ratio is not None and timing.timing_baseline is not None:
+                stored = load_timing_baseline(timing.timing_baseline)
+                self.baseline, self.baseline_noise, self.between_noise = stored.speedups, stored.noise, stored.between
+                if why := placements_mismatch(timing.timing_baseline, stored.placements, timing.placements):
                     raise ExpectedFileError(why)
-                if why := pinning_mismatch(xcfg.timing_baseline, timing.pinned, xcfg.timing_cpus):
+                if why := pinning_mismatch(timing.timing_baseline, stored.pinned, timing.timing_cpus):
                     raise ExpectedFileError(why)
         except (ExpectedFileError, OSError) as err:
             raise pytest.UsageError(f"xla-dynamo gate: {err}") from None
@@ -82,10 +84,10 @@ class GatingPlugin:
     @property
     def active(self) -> bool:
         """Whether the gate has anything to do in this session."""
-        x = self.xcfg
+        x, t = self.xcfg, self.timing
         return self.session.reports_here and (x.expected is not None or x.summary is not None
-                                              or (x.min_speedup_ratio is not None
-                                                  and (x.timing_baseline is not None or bool(x.timing_base_python))))
+                                              or (t.min_speedup_ratio is not None
+                                                  and (t.timing_baseline is not None or bool(t.timing_base_python))))
 
     @property
     def kernel_note(self) -> str:
@@ -115,12 +117,13 @@ class GatingPlugin:
                          + (", strict improved" if self.xcfg.strict_improved else ""))
             if self.kernel_note and not self.xcfg.update_expected:
                 lines.append(self.kernel_note)
-        if self.xcfg.min_speedup_ratio is not None and self.xcfg.timing_base_python:
-            lines.append(f"xla-dynamo gate: speedup >= {self.xcfg.min_speedup_ratio:g} x the base build's, measured "
-                         f"beside it in {self.xcfg.timing_processes} pairs of processes (A/B: "
-                         f"{' '.join(self.xcfg.timing_base_python)}); the median of the pairs' ratios is gated")
-        elif self.xcfg.min_speedup_ratio is not None:
-            lines.append(f"xla-dynamo gate: speedup >= {self.xcfg.min_speedup_ratio:g} x {self.xcfg.timing_baseline}"
+        t = self.timing
+        if t.min_speedup_ratio is not None and t.timing_base_python:
+            lines.append(f"xla-dynamo gate: speedup >= {t.min_speedup_ratio:g} x the base build's, measured "
+                         f"beside it in {t.timing_processes} pairs of processes (A/B: "
+                         f"{' '.join(t.timing_base_python)}); the median of the pairs' ratios is gated")
+        elif t.min_speedup_ratio is not None:
+            lines.append(f"xla-dynamo gate: speedup >= {t.min_speedup_ratio:g} x {t.timing_baseline}"
                          + noise_note(self.baseline, self.baseline_noise, self.between_noise))
         return lines
 
@@ -152,9 +155,9 @@ class GatingPlugin:
             return
         store = list(self.session.store)
         self.run_cases = cases_from_records(store)
-        if self.expected is not None or self.baseline is not None or self.xcfg.timing_base_python:
+        if self.expected is not None or self.baseline is not None or self.timing.timing_base_python:
             self.result = compare(self.expected, self.run_cases, timing=timing_from_records(store),
-                                  baseline=self.baseline, min_speedup_ratio=xcfg.min_speedup_ratio,
+                                  baseline=self.baseline, min_speedup_ratio=self.timing.min_speedup_ratio,
                                   baseline_noise=self.baseline_noise, between_noise=self.between_noise)
         if xcfg.update_expected and xcfg.expected is not None:
             self._update(xcfg.expected)

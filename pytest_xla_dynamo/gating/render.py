@@ -54,7 +54,7 @@ def headline(result: GateResult | None, *, failed_tests: int, strict_improved: b
         if regressions:
             problems.append(_plural(len(regressions), "regression"))
         if strict_improved and result.with_label(IMPROVED):
-            problems.append(f"{len(result.with_label(IMPROVED))} improved (--xla-strict-improved)")
+            problems.append(f"{len(result.with_label(IMPROVED))} improved (xla_strict_improved)")
     gate_failed = bool(problems)
     if failed_tests:
         problems.append(_plural(failed_tests, "failed test"))
@@ -122,7 +122,7 @@ def _markdown_speed_notes(result: GateResult) -> list[str]:
     lines: list[str] = []
     for label, title, why in (
             (NOISY, "Speed gate: too noisy to gate", "Their noise is too large to tell the asked change from chance "
-             "(reported, not failing): measure them with more `--xla-repeat` or a longer `--xla-min-run-time`, "
+             "(reported, not failing): measure them with more `--xla-repeat` or a longer `xla_min_run_time`, "
              "on a quieter machine, and record the baseline again (A/B: more pairs, `--xla-timing-processes`)."),
             (UNRELIABLE, "Speed gate: timing unreliable", "Disturbed by other load (reported, not failing).")):
         found = result.with_label(label)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_xla_dynamo.config import cpu_list
+from pytest_xla_dynamo.core.machine import cpu_list
 from pytest_xla_dynamo.gating.expected import GRAPH_FIELDS, CaseRow, ExpectedFileError
 from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.gating.noise import baseline_noise, between_noise, record_noise
@@ -27,7 +27,7 @@ class RunCase:
     status_repro: str = ""
     graphs_repro: str = ""
     nodeids: list[str] = field(default_factory=list)
-    runs: list[str] = field(default_factory=list)  # the parity statuses voted on (--xla-accuracy-runs)
+    runs: list[str] = field(default_factory=list)  # the parity statuses voted on (xla_accuracy_runs)
     message: str = ""
     graphs_message: str = ""  # the first failing graphs record's message
     triage: str = ""  # the failure's triage in one line (stage, matching known issue, diverging module)
@@ -170,13 +170,13 @@ def _read_report(path: Path) -> list[CaseRecord]:
 
 
 def timing_placements(records: Iterable[CaseRecord]) -> frozenset[str]:
-    """The ``--xla-placements`` settings the timing records say they were measured with; a record from before the
+    """The ``xla_placements`` settings the timing records say they were measured with; a record from before the
     option counts as ``once``, as it was measured."""
     return frozenset(runs.placements or "once" for record in records if record.suite == "timing"
                      and record.timing is not None and (runs := record.timing.runs) is not None)
 
 
-#: the --xla-placements settings whose speedups are on a scale of their own (the others, once, run and step, on
+#: the xla_placements settings whose speedups are on a scale of their own (the others, once, run and step, on
 #: malloc's 4 KB pages as a user's eager runs, share one), and why (:mod:`pytest_xla_dynamo.timing.placement`)
 OWN_SCALE = {"fresh": "with 'fresh' the baseline side pays page faults at every step",
              "huge": "with 'huge' the CPU side's large buffers are on huge pages"}
@@ -192,13 +192,13 @@ def placements_mismatch(path: Path, recorded: frozenset[str], placements: str) -
     if not recorded or scales == {scale(placements)}:
         return ""
     why = "; ".join(OWN_SCALE[p] for p in sorted({*scales, scale(placements)} & OWN_SCALE.keys()))
-    return (f"{path} was measured with --xla-placements={','.join(sorted(recorded))}, this run with "
-            f"--xla-placements={placements}: {why}, so the speedups are not comparable; valid: run with the "
+    return (f"{path} was measured with xla_placements={','.join(sorted(recorded))}, this run with "
+            f"xla_placements={placements}: {why}, so the speedups are not comparable; valid: run with the "
             "baseline's setting, or record a baseline with this one")
 
 
 def timing_pinned(records: Iterable[CaseRecord]) -> frozenset[tuple[int, ...]]:
-    """The CPUs the timed records' runs were pinned to (``--xla-timing-cpus``; ``()``: not pinned), one entry per
+    """The CPUs the timed records' runs were pinned to (``xla_timing_cpus``; ``()``: not pinned), one entry per
     setting seen; a record from before the option counts as not pinned, as it was measured."""
     return frozenset(record.pinned_cpus for record in records
                      if record.suite == "timing" and record.speedup is not None
@@ -215,12 +215,12 @@ def pinning_mismatch(path: Path, recorded: frozenset[tuple[int, ...]], cpus: tup
         return ""
     if True in pinned:
         then = f"pinned to CPU {'; '.join(cpu_list(c) for c in sorted(recorded))}"
-        setting = f"--xla-timing-cpus={cpu_list(min(recorded))}"
+        setting = f"xla_timing_cpus={cpu_list(min(recorded))}"
     else:
-        then, setting = "not pinned", "no --xla-timing-cpus"
+        then, setting = "not pinned", "no xla_timing_cpus"
     return (f"{path} was measured with its timed runs {then}, "
             f"this run's are {f'pinned to CPU {cpu_list(cpus)}' if cpus else 'not pinned'} "
-            "(--xla-timing-cpus): the XLA side's speed differs between the two, so the speedups are not comparable; "
+            "(xla_timing_cpus): the XLA side's speed differs between the two, so the speedups are not comparable; "
             f"valid: run with the baseline's setting ({setting}), or record a baseline with this one")
 
 

@@ -235,6 +235,20 @@ def parse_entry(data: Mapping[str, Any], *, source: str, line: int | None = None
     if bad_tiers:
         raise RegistryError(f"{where}: tiers={list(values['tiers'])!r}: {', '.join(map(repr, bad_tiers))} is not a "
                             f"tier; valid: {', '.join(TIERS)}")
+    _check_signal_and_signature(values, where)
+    if values["match"]:
+        try:
+            re.compile(values["match"])
+        except re.error as exc:
+            raise RegistryError(f"{where}: match={values['match']!r} is not a regex: {exc}") from None
+    if values["raises"]:
+        check_exception_name(values["raises"], where)
+    return KnownIssue(**values, source=source, line=line, affects_line=affects_line)
+
+
+def _check_signal_and_signature(values: Mapping[str, Any], where: str) -> None:
+    """An entry's ``signal`` (a crash's) and ``signature`` (a wrong result's, checked on a passing run): named ones,
+    on the kind that uses them."""
     if values["signal"] and values["kind"] != "crash":
         raise RegistryError(f"{where}: signal={values['signal']!r} is given for kind {values['kind']!r}, where it "
                             "would be ignored: only a crash has a signal; valid: kind = \"crash\", or no 'signal'")
@@ -248,14 +262,6 @@ def parse_entry(data: Mapping[str, Any], *, source: str, line: int | None = None
         raise RegistryError(f"{where}: signature={values['signature']!r} is given for kind {values['kind']!r}, where "
                             "it would never be checked: a signature is checked on a parity run's tensors; valid: "
                             "kind = \"wrong_result\", or no 'signature'")
-    if values["match"]:
-        try:
-            re.compile(values["match"])
-        except re.error as exc:
-            raise RegistryError(f"{where}: match={values['match']!r} is not a regex: {exc}") from None
-    if values["raises"]:
-        check_exception_name(values["raises"], where)
-    return KnownIssue(**values, source=source, line=line, affects_line=affects_line)
 
 
 def _parse_affects(affects: Any, where: str) -> dict[str, str]:

@@ -201,7 +201,7 @@ def _check_reference(key: Any, spec: zoo.ModelSpec, eager: Backend, model: torch
 
 def run(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, *,
         extra_patches: Sequence[str] = (), shared: bool = True, steps: int | None = None) -> ParityResult:
-    """Compare ``backend`` against eager for one case (``--xla-accuracy-runs`` times, majority vote).
+    """Compare ``backend`` against eager for one case (``xla_accuracy_runs`` times, majority vote).
 
     ``shared``: use (and keep) the process's prepared case and eager reference; otherwise build
     both afresh (a user's model, a triage rerun, or a test proving that sharing changes nothing).

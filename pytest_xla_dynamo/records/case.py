@@ -88,7 +88,7 @@ class CaseRecord:
 
     @property
     def pinned_cpus(self) -> tuple[int, ...]:
-        """The CPUs the timed runs were pinned to (``--xla-timing-cpus``; ``()``: not pinned, no timed runs, or a
+        """The CPUs the timed runs were pinned to (``xla_timing_cpus``; ``()``: not pinned, no timed runs, or a
         record from before the option)."""
         runs = self.timing.runs if self.timing is not None else None
         return tuple(runs.timing_cpus or ()) if runs is not None else ()
@@ -207,7 +207,7 @@ def worst_status(statuses: Sequence[str]) -> str:
 
 
 def vote(statuses: Sequence[str]) -> tuple[str, bool]:
-    """Majority vote over the statuses of ``--xla-accuracy-runs`` runs of one case.
+    """Majority vote over the statuses of ``xla_accuracy_runs`` runs of one case.
 
     Returns ``(status, flaky)``: the most common status, and whether the runs disagreed. A tie goes
     to a failing status (a case that fails half of its runs is not passing), then to the earliest.

@@ -46,7 +46,7 @@ class ParityFigures:
     """What a parity check measured beside its status."""
 
     tolerance: str = ""  # the tolerance, described (parity.compare.Tolerance.describe)
-    runs: list[str] = field(default_factory=list)  # the statuses voted on (--xla-accuracy-runs)
+    runs: list[str] = field(default_factory=list)  # the statuses voted on (xla_accuracy_runs)
     tensor: str | None = None  # the first diverging tensor
     max_abs_err: float | None = None  # its largest absolute error
     step: int | None = None  # the step it diverged at
@@ -97,7 +97,7 @@ class TimingContext:
     threads: int
     thread_budget: JsonObject  # timing.threads.ThreadBudget.to_dict() and torch's thread count ("torch")
     baseline_choice: str  # how the baseline backend was chosen
-    min_run_time: float | None = None  # --xla-min-run-time (s; 0: not calibrated; None: a report from before it)
+    min_run_time: float | None = None  # xla_min_run_time (s; 0: not calibrated; None: a report from before it)
 
 
 @dataclass
@@ -116,22 +116,22 @@ class TimingRuns:
     xdist_workers: int
     loadavg_1min: float | None
     machine_lock_wait_s: float | None = None  # the timed runs' wait for the xdist workers' machine lock (None: none)
-    # --xla-min-run-time's calibration (None: a report from before it)
+    # xla_min_run_time's calibration (None: a report from before it)
     requested_iterations_per_run: int | None = None  # --xla-iterations-per-run
     calibrated_iterations_per_run: int | None = None  # what the timed runs ran
     calibration_step_ms: float | None = None  # the step estimate the count came from (None: not calibrated)
     # the process's major page faults per timed run (pages read back from disk; None: not counted)
     backend_major_faults: list[int] | None = None
     baseline_major_faults: list[int] | None = None
-    # --xla-placements (timing.placement; None: a report from before it) and the redraws before the timed runs
+    # xla_placements (timing.placement; None: a report from before it) and the redraws before the timed runs
     placements: str | None = None
     placement_redraws: int | None = None
-    timing_cpus: list[int] | None = None  # --xla-timing-cpus (timing.affinity; None: wherever the OS placed them)
+    timing_cpus: list[int] | None = None  # xla_timing_cpus (timing.affinity; None: wherever the OS placed them)
 
 
 @dataclass
 class Attempt:
-    """One measurement's interference figures (:func:`pytest_xla_dynamo.timing.check.judge`): the load, each side's
+    """One measurement's interference figures (:func:`pytest_xla_dynamo.timing.in_process.judge`): the load, each side's
     CPU time over wall time and other processes' cores, and the reasons to distrust it (none: trusted)."""
 
     load: float | None

@@ -23,6 +23,7 @@ from typing import Any
 from pytest_xla_dynamo.config import XlaConfig
 from pytest_xla_dynamo.fileio import atomic_write, check_nesting, read_text
 from pytest_xla_dynamo.records import CaseRecord, RecordError, record_value_problem
+from pytest_xla_dynamo.timing.settings import TimingSettings
 from pytest_xla_dynamo.timing.threads import budget_environment
 from pytest_xla_dynamo.versions import installed
 from pytest_xla_dynamo.workers.cpu_isa import isa_environment
@@ -33,12 +34,13 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL
 """Environment variables that change CPU timings (eager's OpenMP pool against XLA:CPU's threads)."""
 
 
-def environment_info(xcfg: XlaConfig | None = None, *, argv: Sequence[str] | None = None,
-                     workers: int = 0) -> dict[str, Any]:
+def environment_info(xcfg: XlaConfig | None = None, timing: TimingSettings | None = None, *,
+                     argv: Sequence[str] | None = None, workers: int = 0) -> dict[str, Any]:
     """Where and how the session ran: JSON-safe, no torch import.
 
-    ``xcfg`` gives the seed and timing options (None without a session); ``argv`` the session's
-    arguments (default: this process's); ``workers`` the number of xdist workers that reported.
+    ``xcfg`` gives the seed and the cases' options, ``timing`` the timing options (None without a session);
+    ``argv`` the session's arguments (default: this process's); ``workers`` the number of xdist workers that
+    reported.
     """
     return {
         "versions": {dist: installed(dist) for dist in ENV_DISTRIBUTIONS},
@@ -46,12 +48,12 @@ def environment_info(xcfg: XlaConfig | None = None, *, argv: Sequence[str] | Non
         "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "").strip() or "CPU",
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
         "threads": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
-        "thread_budget": budget_environment(xcfg.threads) if xcfg else None,
+        "thread_budget": budget_environment(timing.threads) if timing else None,
         "cpu_isa": isa_environment(xcfg.cpu_isa if xcfg else None),
         "seed": xcfg.seed if xcfg else None,
-        "iterations_per_run": xcfg.iterations_per_run if xcfg else None,
-        "repeat": xcfg.repeat if xcfg else None,
-        "baseline_backend": xcfg.baseline_backend if xcfg else None,
+        "iterations_per_run": timing.iterations_per_run if timing else None,
+        "repeat": timing.repeat if timing else None,
+        "baseline_backend": timing.baseline_backend if timing else None,
         "backends": list(xcfg.backends) if xcfg else None,
         "tier": xcfg.tier if xcfg else None,
         "python": platform.python_version(),

@@ -30,6 +30,7 @@ from pytest_xla_dynamo.report.jsonl import environment_info
 from pytest_xla_dynamo.report.tables import speedup_tables, status_table
 from pytest_xla_dynamo.report.writer import ReportSet, Terminated, file_formats
 from pytest_xla_dynamo.timing.memory import TreeSampler, memory_line, session_peaks
+from pytest_xla_dynamo.timing.settings import timing_settings
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
@@ -44,6 +45,7 @@ class ReportPlugin:
     def __init__(self, session: XlaSession) -> None:
         self.session = session
         self.config = session.config
+        self.timing = timing_settings(session.config)  # the speedup table's baseline, iterations and runs
         self.lines: list[str] = []
         self.errors: list[str] = []
         self.interrupted = False  # Ctrl-C or pytest.exit during the session
@@ -120,9 +122,10 @@ class ReportPlugin:
         if not workers:
             numprocesses = getattr(self.config.option, "numprocesses", None)
             workers = numprocesses if isinstance(numprocesses, int) else 0
-        environment = environment_info(xcfg, argv=self.config.invocation_params.args, workers=workers)
+        environment = environment_info(xcfg, self.timing, argv=self.config.invocation_params.args, workers=workers)
         environment["memory"] = self._memory()
-        reports = self.reports = ReportSet(records, formats, xcfg.report_dir, environment, xcfg.baseline_backend)
+        reports = self.reports = ReportSet(records, formats, xcfg.report_dir, environment,
+                                           self.timing.baseline_backend)
         try:
             reports.write()
         finally:
@@ -166,8 +169,8 @@ class ReportPlugin:
                 tr.write_line("")
                 tr.write_line("parity")
                 tr.write_line(status)
-            speed = speedup_tables(records, baseline=xcfg.baseline_backend,
-                                   iterations_per_run=xcfg.iterations_per_run, repeat=xcfg.repeat)
+            speed = speedup_tables(records, baseline=self.timing.baseline_backend,
+                                   iterations_per_run=self.timing.iterations_per_run, repeat=self.timing.repeat)
             if speed:
                 tr.write_line("")
                 tr.write_line(speed)

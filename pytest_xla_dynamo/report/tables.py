@@ -153,7 +153,7 @@ def speedup_column(cells: Cells, backend: str, mode: str, *, latency: bool = Fal
 
 
 def calibrated(record: CaseRecord) -> int | None:
-    """The iterations per run the record's timed runs ran (``--xla-min-run-time``'s calibration; None: not said)."""
+    """The iterations per run the record's timed runs ran (``xla_min_run_time``'s calibration; None: not said)."""
     runs = record.timing.runs if record.timing is not None else None
     return runs.calibrated_iterations_per_run if runs is not None else None
 
@@ -161,7 +161,7 @@ def calibrated(record: CaseRecord) -> int | None:
 def iterations_text(records: Sequence[CaseRecord], fallback: int | None = None) -> str:
     """What the title says of the iterations per run: those asked for (``--xla-iterations-per-run``, from the
     records; ``fallback`` where they do not say), and, where the calibration changed them for some case, the
-    range that ran: ``iterations per run: 1-40 (calibrated by --xla-min-run-time=0.2 s; asked: 1)``."""
+    range that ran: ``iterations per run: 1-40 (calibrated by xla_min_run_time=0.2 s; asked: 1)``."""
     asked = joined((r.iterations_per_run for r in records), fallback)
     ran = [(r, n) for r in records if (n := calibrated(r)) is not None]
     if not any(n != r.iterations_per_run for r, n in ran):
@@ -169,7 +169,7 @@ def iterations_text(records: Sequence[CaseRecord], fallback: int | None = None) 
     low, high = min(n for _, n in ran), max(n for _, n in ran)
     minimum = joined((r.timing.context.min_run_time for r, _ in ran if r.timing is not None), None)
     return (f"iterations per run: {low if low == high else f'{low}-{high}'} (calibrated by "
-            f"--xla-min-run-time={minimum} s; asked: {asked})")
+            f"xla_min_run_time={minimum} s; asked: {asked})")
 
 
 def speedup_table(records: Iterable[CaseRecord], mode: str, *, baseline: str | None = None,

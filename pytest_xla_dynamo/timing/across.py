@@ -111,7 +111,7 @@ def pair(candidate: Sequence[CaseRecord], base: Sequence[CaseRecord], processes:
     (``pair_noise``, :func:`combined_noise` of the pair ratios, N >= 3). A pair counts where both processes measured;
     the median is over the pairs measured undisturbed when they are a majority, else over all and the record is
     ``unreliable``, as is one whose either side's combination is, or whose two builds' timed runs were pinned to
-    different CPUs (``--xla-timing-cpus``: a base build older than the option pins nothing)."""
+    different CPUs (``xla_timing_cpus``: a base build older than the option pins nothing)."""
     record, base_record = combine(candidate, processes), combine(base, processes)
     # (candidate, base, candidate / base) of every pair whose both processes measured
     pairs = [(c, b, float(c.speedup) / float(b.speedup)) for c, b in zip(candidate, base, strict=False)
@@ -135,7 +135,7 @@ def pair(candidate: Sequence[CaseRecord], base: Sequence[CaseRecord], processes:
     if cpus != base_cpus:
         status, message = UNRELIABLE, (
             f"timing unreliable: the base build's timed runs ran on CPUs {_cpu_text(base_cpus)}, this build's on "
-            f"{_cpu_text(cpus)} (--xla-timing-cpus): not comparable (a base build older than the option ignores "
+            f"{_cpu_text(cpus)} (xla_timing_cpus): not comparable (a base build older than the option ignores "
             "PYTEST_XLA_TIMING_CPUS and the ini key, and refuses the command-line option)")
     if not enough:
         status = UNRELIABLE

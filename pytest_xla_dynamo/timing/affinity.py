@@ -1,4 +1,4 @@
-"""``--xla-timing-cpus``: the timed runs on chosen CPUs, every thread of the process pinned there while they run.
+"""``xla_timing_cpus``: the timed runs on chosen CPUs, every thread of the process pinned there while they run.
 
 Why (issue 31, ``benchmarks/process_noise.py``, docs/timing.md "One CPU for the timed runs"): the XLA side of a
 trace-once step runs on two threads at once, Python tracing (and dynamo's guards) of step i+1 beside XLA:CPU's

@@ -1,4 +1,4 @@
-"""Calibrated runs (pure): how many iterations a timed run needs to last ``--xla-min-run-time`` seconds.
+"""Calibrated runs (pure): how many iterations a timed run needs to last ``xla_min_run_time`` seconds.
 
 pytest-benchmark calibrates each function's rounds so that one lasts at least its ``--benchmark-min-time``;
 here one count serves both sides of a case, so that the baseline's and the backend's runs do the same work:

@@ -9,9 +9,9 @@ drift cancels (pytest-benchmark's ``pedantic`` with the baseline run as its unti
 Each run records its wall time (``perf_counter``), the process's CPU time (``process_time``: all of
 its threads, XLA:CPU's included) and the whole machine's busy CPU time (``/proc/stat``), so that the CPU
 other processes took during the run is known; the 1-minute load average is read before and after the runs,
-for :mod:`~pytest_xla_dynamo.timing.interference`. With ``--xla-min-run-time`` the untimed prime step of
+for :mod:`~pytest_xla_dynamo.timing.interference`. With ``xla_min_run_time`` the untimed prime step of
 each side is timed too, and N grows so that each run lasts at least that long, the same N for both sides
-(:mod:`~pytest_xla_dynamo.timing.calibrate`). With ``--xla-placements`` ``step`` or ``run`` a side on the CPU
+(:mod:`~pytest_xla_dynamo.timing.calibrate`). With ``xla_placements`` ``step`` or ``run`` a side on the CPU
 draws where its memory lands anew, untimed, before each of its timed steps or runs, and takes one untimed step
 after each draw (:mod:`~pytest_xla_dynamo.timing.placement`; ``fresh`` is the session's, set before any model
 is built: :mod:`pytest_xla_dynamo.timing.plugin`).
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_xla_dynamo.timing import interference
 from pytest_xla_dynamo.timing.calibrate import calibrated_iterations, step_estimate
 from pytest_xla_dynamo.timing.interference import FOREIGN_CORES
 from pytest_xla_dynamo.timing.placement import Placement
@@ -124,7 +125,7 @@ def _plus(a: RunTime, b: RunTime) -> RunTime:
 def timed_run(case: PreparedCase, iterations: int, before_step: Callable[[], None] | None = None) -> RunTime:
     """Wall, process CPU and machine busy seconds, and the major page faults, of one :func:`run_iterations`.
 
-    ``before_step`` (``--xla-placements=step``, a side on the CPU): called, untimed, before every step; the run's
+    ``before_step`` (``xla_placements=step``, a side on the CPU): called, untimed, before every step; the run's
     figures are then the sums of its steps' (each step with its wait)."""
     if before_step is None:
         run = _clocked(lambda: run_iterations(case, iterations))
@@ -148,32 +149,53 @@ def interleaved(target: Callable[[], None], setup: Callable[[], None], rounds: i
 
 
 @dataclass
-class Measurement:
-    """The raw result of :func:`measure`: wall and CPU seconds per timed run, the XLA compiles during
-    them, and the load average before and after them."""
+class Side:
+    """One side's timed runs, the baseline's or the backend's: per run its wall and CPU seconds, the machine's busy
+    CPU seconds (all processes; None where not read) and the process's major page faults (None where not read)."""
 
-    backend_runs: list[float] = field(default_factory=list)
-    baseline_runs: list[float] = field(default_factory=list)
-    backend_cpu: list[float] = field(default_factory=list)
-    baseline_cpu: list[float] = field(default_factory=list)
-    backend_machine: list[float | None] = field(default_factory=list)
-    baseline_machine: list[float | None] = field(default_factory=list)
-    backend_faults: list[int | None] = field(default_factory=list)
-    baseline_faults: list[int | None] = field(default_factory=list)
+    runs: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    machine: list[float | None] = field(default_factory=list)
+    faults: list[int | None] = field(default_factory=list)
+
+    def add(self, run: RunTime) -> None:
+        """Keep one run."""
+        self.runs.append(run.wall)
+        self.cpu.append(run.cpu)
+        self.machine.append(run.machine)
+        self.faults.append(run.major_faults)
+
+    def keep(self, count: int) -> None:
+        """Keep the first ``count`` runs (pytest-benchmark may call the target again after its rounds)."""
+        for values in (self.runs, self.cpu, self.machine, self.faults):
+            del values[count:]
+
+    def frozen(self, label: str, host_bound: bool) -> interference.Runs:
+        """The runs as the interference rules read them."""
+        return interference.Runs(label, tuple(self.runs), tuple(self.cpu), host_bound, tuple(self.machine))
+
+
+@dataclass
+class Measurement:
+    """The raw result of :func:`measure`: each side's timed runs, the XLA compiles during them, and the load average
+    before and after them."""
+
+    baseline: Side = field(default_factory=Side)
+    backend: Side = field(default_factory=Side)
     recompiles: int = 0
-    iterations_per_run: int = 1  # the runs' iterations: calibrated (--xla-min-run-time) when it asked for more
+    iterations_per_run: int = 1  # the runs' iterations: calibrated (xla_min_run_time) when it asked for more
     requested_iterations: int = 1  # --xla-iterations-per-run
-    min_run_time: float = 0.0  # --xla-min-run-time (0: not calibrated)
+    min_run_time: float = 0.0  # xla_min_run_time (0: not calibrated)
     step_estimate: float | None = None  # seconds per step the calibration used (the faster side's)
-    placements: str = "once"  # --xla-placements
-    redraws: dict[str, int] = field(default_factory=dict)  # per side on the CPU: placements drawn (--xla-placements)
-    cpus: tuple[int, ...] = ()  # the CPUs every thread was pinned to during the runs (--xla-timing-cpus; (): not)
+    placements: str = "once"  # xla_placements
+    redraws: dict[str, int] = field(default_factory=dict)  # per side on the CPU: placements drawn (xla_placements)
+    cpus: tuple[int, ...] = ()  # the CPUs every thread was pinned to during the runs (xla_timing_cpus; (): not)
     load_before: float | None = None
     load_after: float | None = None
 
     @property
     def figures(self) -> Figures:
-        return Figures.from_runs(self.backend_runs, self.baseline_runs, self.iterations_per_run)
+        return Figures.from_runs(self.backend.runs, self.baseline.runs, self.iterations_per_run)
 
     @property
     def load(self) -> float | None:
@@ -181,12 +203,9 @@ class Measurement:
         loads = [x for x in (self.load_before, self.load_after) if x is not None]
         return max(loads) if loads else None
 
-    def add(self, side: str, run: RunTime) -> None:
-        """Keep one run of ``side`` ("baseline" or "backend")."""
-        (self.baseline_runs if side == "baseline" else self.backend_runs).append(run.wall)
-        (self.baseline_cpu if side == "baseline" else self.backend_cpu).append(run.cpu)
-        (self.baseline_machine if side == "baseline" else self.backend_machine).append(run.machine)
-        (self.baseline_faults if side == "baseline" else self.backend_faults).append(run.major_faults)
+    def side(self, name: str) -> Side:
+        """The side called ``name`` ("baseline" or "backend")."""
+        return self.baseline if name == "baseline" else self.backend
 
 
 def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat: int,
@@ -218,10 +237,10 @@ def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat:
 
     def baseline_run() -> None:  # pytest-benchmark's untimed setup: the backend's draw per run is done here too
         draws.before_run()
-        result.add("baseline", timed_run(baseline, iterations, base_step))
+        result.baseline.add(timed_run(baseline, iterations, base_step))
 
     def backend_run() -> None:
-        result.add("backend", timed_run(case, iterations, case_step))
+        result.backend.add(timed_run(case, iterations, case_step))
 
     if pedantic is None:
         interleaved(backend_run, baseline_run, repeat)
@@ -232,9 +251,8 @@ def measure(case: PreparedCase, baseline: PreparedCase, iterations: int, repeat:
     after = metrics.snapshot().delta(before)
     result.recompiles = after.compiles
     # pytest-benchmark may call the target again after the rounds (--benchmark-cprofile): not timed runs
-    for runs in (result.backend_runs, result.baseline_runs, result.backend_cpu, result.baseline_cpu,
-                 result.backend_machine, result.baseline_machine, result.backend_faults, result.baseline_faults):
-        del runs[repeat:]
+    result.baseline.keep(repeat)
+    result.backend.keep(repeat)
     return result
 
 
@@ -257,11 +275,11 @@ def _prime(baseline: PreparedCase, case: PreparedCase, prime: bool) -> list[list
     return untimed
 
 
-REDRAWN = ("step", "run")  # the --xla-placements values that redraw (the others: "once", "fresh")
+REDRAWN = ("step", "run")  # the xla_placements values that redraw (the others: "once", "fresh")
 
 
 class _Draws:
-    """``--xla-placements``: a :class:`~pytest_xla_dynamo.timing.placement.Placement` per side on the CPU, drawn
+    """``xla_placements``: a :class:`~pytest_xla_dynamo.timing.placement.Placement` per side on the CPU, drawn
     before each timed step ("step") or run ("run") of the side, or never ("once", "fresh")."""
 
     def __init__(self, when: str, sides: dict[str, PreparedCase]) -> None:

@@ -1,12 +1,12 @@
 """Where a CPU case's memory lands, drawn anew before each timed step or run, fresh at every allocation, or on
-huge pages (``--xla-placements``).
+huge pages (``xla_placements``).
 
 Why (issue 31, docs/timing.md "the cause"): on this kind of VM CPU eager's step depends on which physical
 pages its memory drew, and a process keeps its draw: glibc's malloc raises its mmap threshold once a large
 block is freed, so after the first steps a step's activations come back to the same heap addresses, and the
 same pages, at every step. A process's figure is one draw (the medians of processes spread 20-40%, a process's
 own runs 6-17%), and no number of runs inside it averages that away. Redrawn before each timed run
-(``--xla-placements=run``), a process's median is a median over ``--xla-repeat`` draws; before each timed step
+(``xla_placements=run``), a process's median is a median over ``--xla-repeat`` draws; before each timed step
 (``step``), each run is a mean over its iterations' draws too.
 
 A redraw, untimed, of a case on the CPU: the spacers of the last redraw are let go and new ones taken (a
@@ -17,7 +17,7 @@ so the optimizer keeps them). The weights' values are unchanged. A case on an XL
 buffers are its runtime's, not malloc's heap. Memory: the spacers (20 MB on average, at most 72 MB) and, for a
 moment, one tensor's copy.
 
-``--xla-placements=fresh`` (:func:`fresh_pages`, applied by :mod:`pytest_xla_dynamo.timing.plugin` once
+``xla_placements=fresh`` (:func:`fresh_pages`, applied by :mod:`pytest_xla_dynamo.timing.plugin` once
 collection has selected a timing test, before any model is built: fixed later, it changes nothing, as the heap's
 free blocks from the warm-up serve the steps) instead fixes glibc malloc's mmap threshold at 128 KB for the rest
 of the process: every block of 128 KB or more that malloc hands out in the process is then a fresh ``mmap`` of
@@ -27,7 +27,7 @@ speedups are not those of a user's eager and are compared only with a baseline m
 refuses the mix: :mod:`pytest_xla_dynamo.gating.plugin`). A setting for a speed gate's steadiness, not for the
 table.
 
-``--xla-placements=huge`` (:func:`huge_pages`, applied at the same moment) asks torch's CPU allocator for
+``xla_placements=huge`` (:func:`huge_pages`, applied at the same moment) asks torch's CPU allocator for
 transparent huge pages (torch's own switch, ``THP_MEM_ALLOC_ENABLE=1``, PyTorch's CPU tuning recipe): its buffers of
 2 MB or more are advised ``MADV_HUGEPAGE``, so where eager's large buffers land is decided in 2 MB pages. Eager's
 step is then faster and, in fresh processes, steadier; the speedups are not those of 4 KB pages, and are compared
@@ -54,12 +54,12 @@ SPACER_BLOCKS = (50, 600)  # how many heap blocks a redraw holds (uniform)
 SPACER_KB = (4, 120)  # each block's size in KB (uniform): below glibc's 128 KB initial mmap threshold
 THP_ENV = "THP_MEM_ALLOC_ENABLE"  # torch's switch for huge pages in its CPU allocator (c10/core/impl/alloc_cpu.cpp)
 HUGE_PAGE_BYTES = 2 * 1024 * 1024  # torch advises huge pages for buffers of this size or more
-FRESH_THRESHOLD = 128 * 1024  # --xla-placements=fresh: glibc's initial mmap threshold, fixed (bytes)
+FRESH_THRESHOLD = 128 * 1024  # xla_placements=fresh: glibc's initial mmap threshold, fixed (bytes)
 M_MMAP_THRESHOLD = -3  # mallopt's parameter (glibc's malloc.h)
 
 
 def huge_pages() -> str | None:
-    """``--xla-placements=huge``: ask torch's CPU allocator for transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``:
+    """``xla_placements=huge``: ask torch's CPU allocator for transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``:
     buffers of 2 MB or more ``madvise(MADV_HUGEPAGE)``, every buffer page-aligned). torch reads the variable at
     its first CPU allocation, so this takes effect only before any CPU tensor exists (:func:`huge_pages_in_effect`
     says whether it did). Returns the variable's value before (None: unset), for the caller to put back."""
@@ -95,7 +95,7 @@ def huge_pages_in_effect() -> bool:
 
 
 def fresh_pages(threshold: int = FRESH_THRESHOLD) -> None:
-    """``--xla-placements=fresh``: fix glibc malloc's mmap threshold at ``threshold`` bytes in this process
+    """``xla_placements=fresh``: fix glibc malloc's mmap threshold at ``threshold`` bytes in this process
     (``mallopt(M_MMAP_THRESHOLD)``, which also stops glibc from raising it when a large block is freed), for the
     rest of the process. Idempotent. Where malloc is not glibc's the option is refused when the session's options
     are resolved (:mod:`pytest_xla_dynamo.config`), so a failure here is a RuntimeError."""

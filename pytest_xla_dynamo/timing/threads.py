@@ -1,6 +1,6 @@
 """The thread budget of timing: one number of compute threads for the baseline and the backend alike.
 
-``--xla-threads N`` (ini ``xla_threads``, env ``PYTEST_XLA_THREADS``; an integer >= 1 or ``auto``) sets
+``xla_threads N`` (ini ``xla_threads``, env ``PYTEST_XLA_THREADS``; an integer >= 1 or ``auto``) sets
 
 * torch's intra-op threads (``torch.set_num_threads``: CPU eager's OpenMP pool), before a case is
   warmed up and timed (:func:`apply_torch_threads`), and

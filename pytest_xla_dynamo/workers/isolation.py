@@ -9,7 +9,7 @@ the parent replays them as its own reports and merges the child's case records i
 
 A child that dies (a signal, or an exit without its reports) is reported with the signal name and
 exit code: as an xfail where it is the test's known crash, as a failure otherwise. A child that runs
-past ``--xla-isolate-timeout`` (or ``@pytest.mark.xla_isolated(timeout=S)``), or that a pytest-timeout
+past ``xla_isolate_timeout`` (or ``@pytest.mark.xla_isolated(timeout=S)``), or that a pytest-timeout
 stops, is asked for its Python stack (faulthandler on SIGUSR1), ended, and reported as a timeout with
 the limit and that stack. The session goes on. The child never outlives the parent
 (:mod:`pytest_xla_dynamo.workers.processes`). No torch here.
@@ -31,16 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_xla_dynamo import config as _config
 from pytest_xla_dynamo import markers
 from pytest_xla_dynamo.activation import CHILD_ENV
-from pytest_xla_dynamo.options import OPTIONS
+from pytest_xla_dynamo.options import OPTIONS_BY_DEST, declared, raw_value
 from pytest_xla_dynamo.workers import processes
 from pytest_xla_dynamo.workers.processes import TAIL_LINES, signal_name, tail
 
 if TYPE_CHECKING:
     from pytest_xla_dynamo.session import XlaSession
 
+#: the fixtures whose checks start children of their own this session (set by the timing wing with several timing
+#: processes): their tests are not isolated again
+SELF_ISOLATING_KEY = pytest.StashKey[frozenset[str]]()
 WORKDIR_PREFIX = "xla-isolated-"
 STACK_FILE = "stack.txt"  # in the child's temp folder: its faulthandler dump on SIGUSR1
 STACK_SIGNAL = signal.SIGUSR1
@@ -92,19 +94,19 @@ def forward_cli(given: Sequence[str]) -> list[str]:
     return args
 
 
-def forwarded_args(config: pytest.Config, xcfg: _config.XlaConfig) -> list[str]:
+def forwarded_args(config: pytest.Config) -> list[str]:
     """:func:`forward_cli` of the invocation, plus the ``--xla-*`` options given on the command line
     (reports, gating, sharding and isolation excepted); the child reads the same ini file and environment."""
     args = forward_cli(config.invocation_params.args)
-    for opt in OPTIONS:
-        if opt.dest in _CHILD_DROP or xcfg.sources.get(opt.dest) != "command line":
+    for opt in declared():
+        if opt.dest in _CHILD_DROP or raw_value(config, opt)[1] != "command line":
             continue
         value = config.getoption(opt.dest)
         args.append(opt.cli if opt.flag else f"{opt.cli}={value}")
     return args
 
 
-def child_command(item: pytest.Item, xcfg: _config.XlaConfig, basetemp: Path) -> list[str]:
+def child_command(item: pytest.Item, basetemp: Path) -> list[str]:
     """``python -m pytest <the item>`` with the parent's relevant options."""
     config = item.config
     rest = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else ""
@@ -112,7 +114,7 @@ def child_command(item: pytest.Item, xcfg: _config.XlaConfig, basetemp: Path) ->
     # tee-sys: what the test prints still reaches the child's real stderr, so a crash's output (and
     # C++ messages, which bypass sys.stderr) survives it; a forwarded -s/--capture overrides it
     cmd = [sys.executable, "-m", "pytest", target, "-p", "no:cacheprovider", "-q", "-rN", "--capture=tee-sys",
-           f"--rootdir={config.rootpath}", f"--basetemp={basetemp}", *forwarded_args(config, xcfg), *_CHILD_FORCE]
+           f"--rootdir={config.rootpath}", f"--basetemp={basetemp}", *forwarded_args(config), *_CHILD_FORCE]
     if config.pluginmanager.hasplugin("xdist"):
         cmd.append("-n0")
     return cmd
@@ -143,20 +145,20 @@ class ChildRun:
     stopped_by: BaseException | None = None  # e.g. pytest-timeout's Failed, raised in the parent
     stack: str = ""  # the child's Python stack when it was ended (faulthandler)
     limit: float = 0.0
-    limit_source: str = "--xla-isolate-timeout"
+    limit_source: str = "xla_isolate_timeout"
     duration: float = 0.0
     command: list[str] = field(default_factory=list)
 
 
-def run_child(item: pytest.Item, xcfg: _config.XlaConfig, limit: float,
-              limit_source: str = "--xla-isolate-timeout", *, python: Sequence[str] = ()) -> ChildRun:
+def run_child(item: pytest.Item, limit: float,
+              limit_source: str = "xla_isolate_timeout", *, python: Sequence[str] = ()) -> ChildRun:
     """Run ``item`` in a child pytest and read back what it wrote; its temp folder is removed on every
     exit path (a Ctrl-C or SIGTERM is re-raised after the child is ended). ``python``: the interpreter's command
     (default: this one; the base build's for ``--xla-timing-base-python``)."""
     workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
     try:
         output = workdir / "reports.jsonl"
-        cmd = child_command(item, xcfg, workdir / "basetemp")
+        cmd = child_command(item, workdir / "basetemp")
         stack: list[str] = []
         stack_file = workdir / STACK_FILE
         interpreter = list(python) or [sys.executable]
@@ -293,8 +295,8 @@ class IsolationPlugin:
             return False
         if item.get_closest_marker("skip") is not None:
             return False  # skipped before anything runs: no child needed
-        if self.session.xcfg.timing_processes > 1 and "xla_timing" in getattr(item, "fixturenames", ()):
-            return False  # its check runs each measurement in a child of its own (timing.across)
+        if self.config.stash.get(SELF_ISOLATING_KEY, frozenset()).intersection(getattr(item, "fixturenames", ())):
+            return False  # its check runs its work in children of its own (timing.across)
         return self.session.xcfg.isolate or item.get_closest_marker("xla_isolated") is not None
 
     def timeout(self, item: pytest.Item) -> tuple[float, str]:
@@ -304,7 +306,7 @@ class IsolationPlugin:
             return marked, f"@pytest.mark.xla_isolated(timeout={marked:g})"
         source = self.session.xcfg.sources.get("xla_isolate_timeout", "default")
         where = "" if source == "command line" else f", {source}"
-        return self.session.xcfg.isolate_timeout, f"--xla-isolate-timeout{where}"
+        return self.session.xcfg.isolate_timeout, f"{OPTIONS_BY_DEST['xla_isolate_timeout'].shown}{where}"
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
@@ -312,7 +314,7 @@ class IsolationPlugin:
             return None
         ihook = item.ihook
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        run = run_child(item, self.session.xcfg, *self.timeout(item))
+        run = run_child(item, *self.timeout(item))
         if run.records:
             self.session.store.loads(run.records)
         reports = child_reports(item, run)
