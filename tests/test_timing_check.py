@@ -40,9 +40,8 @@ from pytest_xla_dynamo.timing.benchmark import (
 )
 from pytest_xla_dynamo.timing.check import xdist_refusal
 from pytest_xla_dynamo.timing.in_process import HUGE_NOT_IN_EFFECT, NOT_MEASURED
-from pytest_xla_dynamo.timing.interference import REMEASURE_LIMIT
 from pytest_xla_dynamo.timing.memory import CPU_REASON
-from pytest_xla_dynamo.timing.options import THP_MODES
+from pytest_xla_dynamo.timing.options import DEFAULT_REMEASURE, THP_MODES
 from pytest_xla_dynamo.timing.placement import THP_ENV
 from pytest_xla_dynamo.timing.threads import auto_threads, available_cores
 
@@ -170,13 +169,13 @@ def _check_judged(record: dict[str, Any]) -> None:
     """The record's status is the interference verdict's: pass without reasons, unreliable with them."""
     extra = record["extra"]
     attempts = extra["interference"]["attempts"]
-    assert 1 <= len(attempts) <= REMEASURE_LIMIT + 1
+    assert 1 <= len(attempts) <= DEFAULT_REMEASURE + 1
     assert extra["interference"]["remeasured"] == len(attempts) - 1
     assert extra["interference"]["reasons"] == attempts[-1]["reasons"]
     assert all(a["reasons"] for a in attempts[:-1])  # re-measured only after a disturbed attempt
     if attempts[-1]["reasons"]:
         assert record["status"] == UNRELIABLE and record["message"].startswith("timing unreliable: ")
-        assert len(attempts) == REMEASURE_LIMIT + 1
+        assert len(attempts) == DEFAULT_REMEASURE + 1
     else:
         assert record["status"] == "pass" and record["message"] == ""
     assert extra["loadavg_1min"] == attempts[-1]["load"]
@@ -305,10 +304,12 @@ def test_timing_session_benchmark_json_autosave_compare_and_report(suite: pytest
 
 
 def test_a_disturbed_timing_is_remeasured_then_recorded_unreliable_and_flagged(suite: pytest.Pytester) -> None:
+    """Measured again ``xla_remeasure`` times (2 here), then recorded unreliable; the repro names the setting."""
     suite.makeconftest(CONFTEST + OVERLOADED)
     result = suite.runpytest_subprocess(
         *COMMON, "-p", "no:xdist", "--xla-backend=trace_once", "--xla-modes=train", "--xla-repeat=2",
-        "-o", "xla_threads=1", "--xla-report=table,csv,json", "--xla-report-dir=rep", timeout=TIMEOUT)
+        "-o", "xla_threads=1", "-o", "xla_remeasure=2", "--xla-report=table,csv,json", "--xla-report-dir=rep",
+        timeout=TIMEOUT)
     result.assert_outcomes(passed=1)  # a disturbed timing is not a failing backend
     out = result.stdout.str()
     cores = available_cores()
@@ -316,10 +317,11 @@ def test_a_disturbed_timing_is_remeasured_then_recorded_unreliable_and_flagged(s
     (record,) = _records(suite.path / "rep" / "xla-dynamo.jsonl")
     assert record["status"] == UNRELIABLE
     assert record["message"].startswith(f"timing unreliable: {reason}")
-    assert f"(measured {REMEASURE_LIMIT + 1} times; the speedup is kept but not trusted)" in record["message"]
+    assert "(measured 3 times; the speedup is kept but not trusted)" in record["message"]
+    assert "-o xla_remeasure=2" in record["repro"]
     extra = record["extra"]
-    assert extra["interference"]["remeasured"] == REMEASURE_LIMIT
-    assert [a["load"] for a in extra["interference"]["attempts"]] == [99.0] * (REMEASURE_LIMIT + 1)
+    assert extra["interference"]["remeasured"] == 2
+    assert [a["load"] for a in extra["interference"]["attempts"]] == [99.0] * 3
     assert all(reason in a["reasons"] for a in extra["interference"]["attempts"])
     assert extra["timer"] == TIMER_REMEASURED and extra["threads"] == 1
     # the speedup is kept in the record, from the last attempt's runs

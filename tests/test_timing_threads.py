@@ -203,3 +203,14 @@ def test_an_explicit_baseline_wins_and_auto_is_a_valid_value() -> None:
         resolve({"xla_baseline_backend": "warp"})
     assert "--xla-baseline-backend: invalid value 'warp'; valid: trace_once" in str(err.value)
     assert str(err.value).endswith(", auto")
+
+
+def test_remeasure_setting_its_range_and_repro() -> None:
+    """``xla_remeasure`` (a lab setting): 0..5 re-measurements of a disturbed case, default 1; named by the repro."""
+    assert resolve().remeasure == 1 and "xla_remeasure" not in TimingSettings().repro_args()
+    assert resolve(ini={"xla_remeasure": "0"}).remeasure == 0
+    assert resolve(environ={"PYTEST_XLA_REMEASURE": "5"}).repro_args()[-2:] == ["-o", "xla_remeasure=5"]
+    for bad in ("6", "-1", "once"):
+        with pytest.raises(pytest.UsageError) as err:
+            resolve(ini={"xla_remeasure": bad})
+        assert str(err.value) == f"xla_remeasure (ini): invalid value {bad!r}; valid: an integer 0..5"

@@ -3,7 +3,7 @@
 Both cases are built (compiled in their warm-up), then timed by :func:`~pytest_xla_dynamo.timing.measure.measure`
 with the machine held alone (under pytest-xdist the machine lock: the other workers wait) and, with
 ``xla_timing_cpus``, every thread pinned. A measurement that looks disturbed
-(:mod:`~pytest_xla_dynamo.timing.interference`) is taken again, at most ``REMEASURE_LIMIT`` times; still disturbed,
+(:mod:`~pytest_xla_dynamo.timing.interference`) is taken again, at most ``xla_remeasure`` times; still disturbed,
 the case is recorded ``unreliable`` with the reasons, its speedup kept but flagged, and a warning. XLA compilations
 during the timed runs are counted (``recompiles``) and warned about. With ``xla_min_run_time`` the runs are
 calibrated (:mod:`~pytest_xla_dynamo.timing.calibrate`), and a record of 3 or more runs carries its speedup's noise
@@ -134,8 +134,8 @@ class InProcess:
         return self._record(harness, run, case, baseline, timed)
 
     def _measure(self, harness: Harness, run: CaseRun, case: PreparedCase, baseline: PreparedCase) -> _Timed:
-        """Time the case against the baseline, again while the runs look disturbed (at most
-        ``REMEASURE_LIMIT`` times)."""
+        """Time the case against the baseline, again while the runs look disturbed (at most ``xla_remeasure``
+        times)."""
         settings, benchmark = harness.settings, harness.benchmark
         iterations, repeat = run.fields["iterations_per_run"], run.fields["repeat"]
         text, disabled, user_disabled = timer(harness.session.config, benchmark, harness.session.worker_count)
@@ -154,7 +154,7 @@ class InProcess:
             measured = timed(None if disabled else benchmark.pedantic)
             attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads, harness.shared_lock))
             recompiles = measured.recompiles
-            while attempts[-1].reasons and len(attempts) <= interference.REMEASURE_LIMIT:
+            while attempts[-1].reasons and len(attempts) <= settings.remeasure:
                 measured = timed(None)  # pedantic runs once per test
                 attempts.append(judge(measured, run.base_backend, run.backend, run.cores, run.threads,
                                       harness.shared_lock))

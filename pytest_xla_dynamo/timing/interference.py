@@ -13,9 +13,9 @@ the runs; the machine's busy CPU time (all processes) is read around each run to
 * **uneven**: half or more of a side's runs both slower than its fastest by :data:`SLOW_FACTOR` and
   less on the CPU than its best by :data:`STARVED_FACTOR` (the median itself is such a run).
 
-A disturbed case is measured again, at most :data:`REMEASURE_LIMIT` times; still disturbed, its record
-is ``unreliable`` with the reasons. The rules detect interference; they do not prove its absence (an
-accelerator's runs, not host-bound, are judged by the load alone). No torch here.
+A disturbed case is measured again, at most ``xla_remeasure`` times (:mod:`~pytest_xla_dynamo.timing.in_process`);
+still disturbed, its record is ``unreliable`` with the reasons. The rules detect interference; they do not prove
+its absence (an accelerator's runs, not host-bound, are judged by the load alone). No torch here.
 """
 
 from __future__ import annotations
@@ -57,10 +57,6 @@ STARVED_FACTOR = 0.85
 """A run is *starved* when its CPU/wall is below the side's best run's by this factor: slow and starved
 together mean the run lost its cores (with several threads, OpenMP's spinning keeps CPU/wall above the
 floor while the threads wait for each other, so only the comparison between runs shows it)."""
-
-REMEASURE_LIMIT = 1
-"""Re-measurements of a disturbed case before it is recorded ``unreliable`` (bounded: a competing
-process that lasts will still be there)."""
 
 
 @dataclass(frozen=True)

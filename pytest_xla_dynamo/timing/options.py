@@ -21,6 +21,8 @@ PLACEMENTS = ("step", "run", "once", "fresh", "huge")  # xla_placements (pytest_
 THREADS_MAX = 4096  # xla_threads: beyond any machine's cores (torch takes a C int)
 MIN_AB_PAIRS = 3  # --xla-timing-base-python: the fewest pairs whose spread gives a noise (timing.noise)
 THP_MODES = ("always", "madvise")  # the kernel's modes in which an madvise(MADV_HUGEPAGE) gets huge pages
+DEFAULT_REMEASURE = 1  # xla_remeasure: bounded, a competing process that lasts will still be there
+MAX_REMEASURE = 5  # xla_remeasure: each re-measurement times the case again
 MAX_TIMING_PROCESSES = 15  # --xla-timing-processes: a typo guard (each process compiles the case again)
 
 TIMING_OPTIONS: tuple[Option, ...] = (
@@ -52,6 +54,9 @@ TIMING_OPTIONS: tuple[Option, ...] = (
            "timed 'step' or 'run'; 'once' (the process's one draw); 'fresh' (glibc malloc gives every block of "
            "128 KB or more new pages) or 'huge' (torch's CPU allocator asks for transparent huge pages), each "
            "compared only with a baseline measured so", "once", metavar="WHEN", on_cli=False),
+    Option("remeasure", "times a case whose runs look disturbed is measured again before it is recorded "
+           f"'unreliable' (0..{MAX_REMEASURE}; 0: recorded at once)", str(DEFAULT_REMEASURE), metavar="N",
+           on_cli=False),
     Option("timing-cpus", "CPUs the timed runs are pinned to, every thread of the process (as taskset -c: 1, "
            "0-1, 0,2); empty: wherever the OS places the threads", "", metavar="CPUS", on_cli=False),
 )

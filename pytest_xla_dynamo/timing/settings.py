@@ -24,6 +24,8 @@ from pytest_xla_dynamo.core.machine import THP_SETTING, can_pin, cpu_list, parse
 from pytest_xla_dynamo.options import Option, raw_value
 from pytest_xla_dynamo.timing.options import (
     DEFAULT_MIN_RUN_TIME,
+    DEFAULT_REMEASURE,
+    MAX_REMEASURE,
     MAX_TIMING_PROCESSES,
     MIN_AB_PAIRS,
     MIN_RUN_TIME_MAX,
@@ -52,6 +54,7 @@ class TimingSettings:
     threads: int | None = None  # None: auto (pytest_xla_dynamo.timing.threads.auto_threads)
     placements: str = "once"  # timing.placement: once, anew per timed step or run, fresh or huge
     timing_cpus: tuple[int, ...] = ()  # timing.affinity: the timed runs' CPUs; (): the OS's
+    remeasure: int = DEFAULT_REMEASURE  # timing.in_process: re-measurements of a disturbed case
     sources: Mapping[str, str] = field(default_factory=dict)  # option dest -> where its value came from
 
     def label(self, name: str) -> str:
@@ -183,6 +186,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         threads=to_threads(*get("threads")),
         placements=_config.choice(*get("placements"), PLACEMENTS),
         timing_cpus=to_cpus(*get("timing_cpus")),
+        remeasure=_config.to_int(*get("remeasure"), minimum=0, maximum=MAX_REMEASURE),
     )
     settings = TimingSettings(**values, sources={dest: opt.source for dest, (opt, _) in raw.items()})
     _check_together(settings)
