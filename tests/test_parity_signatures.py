@@ -185,6 +185,7 @@ def test_a_conformer_passes_below_tolerance_naming_the_running_var_entry(pyteste
     note = f"known issue {ENTRY} present below tolerance (conv.bn.running_var: ratio 0.98750 = 79/80)"
     for backend in ("trace_once", "trace_everytime"):
         assert f"MESSAGE {backend}: pass; {note}" in out, out
-    assert out.count(f"pass (CPU fallbacks, {note})") == 2, out  # the parity cells (glu_backward on the CPU)
+    # the parity cells (glu_backward on the CPU), the note shortened; the record keeps it whole
+    assert out.count(f"pass (CPU fallbacks, {ENTRY} below tolerance)") == 2, out
     records = [json.loads(line) for line in next(pytester.path.rglob("xla-dynamo.jsonl")).read_text().splitlines()]
     assert [r["extra"]["notes"] for r in records] == [[note], [note]], records

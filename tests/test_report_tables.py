@@ -171,3 +171,15 @@ def test_status_table_not_captured_and_partial_capture() -> None:
     assert rows["lstm"] == ["pass_not_captured"] and rows["mlp"] == ["pass (partial capture)"]
     assert rows["cnn"] == ["pass"] and rows["flip"] == ["fail_accuracy (ill-conditioned)"]
     assert table.endswith("pass 2 / fail 1 / xfail 0 / not captured 1")
+
+
+def test_a_cell_shortens_a_below_tolerance_note_and_names_amplified_rounding() -> None:
+    """A pass with a known issue present below tolerance shows the entry (the record keeps the ratio); a failure
+    from amplified rounding says so."""
+    note = "known issue local:x present below tolerance (bn.running_var: ratio 0.98750 = 79/80, +1 more)"
+    recs = [parity_record("bn", "trace_once", "train", parity=ParityFigures(notes=[note])),
+            parity_record("cnn3d", "trace_once", "train", "fail_accuracy",
+                          parity=ParityFigures(triage=TriageNote({"classification": "amplified_rounding"})))]
+    rows = table_rows(report.status_table(recs))
+    assert rows["bn"] == ["pass (local:x below tolerance)"]
+    assert rows["cnn3d"] == ["fail_accuracy (amplified rounding)"]

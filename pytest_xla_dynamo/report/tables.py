@@ -9,6 +9,7 @@ tabulate is imported only when a table is drawn; no torch.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -206,7 +207,10 @@ def speedup_tables(records: Iterable[CaseRecord], **kwargs: Any) -> str:
 
 
 #: a failure's triage classification (triage.Triage.classification) -> its note in a parity cell
-CLASSIFICATIONS = {"ill_conditioned": "ill-conditioned", "eager_fast_path": "eager's fast path", "refused": "refused"}
+CLASSIFICATIONS = {"ill_conditioned": "ill-conditioned", "eager_fast_path": "eager's fast path", "refused": "refused",
+                   "amplified_rounding": "amplified rounding"}
+#: a pass's note that a known issue is present below tolerance, shortened for a table cell (the record keeps it whole)
+BELOW_TOLERANCE = re.compile(r"^known issue (\S+) present below tolerance\b.*$")
 
 
 def status_counts(records: Iterable[CaseRecord]) -> dict[str, int]:
@@ -238,7 +242,7 @@ def status_text(record: CaseRecord | None) -> str:
     if parity is not None and parity.capture is not None and parity.capture.partial:
         notes.append("partial capture")
     if parity is not None and parity.notes:
-        notes += parity.notes
+        notes += [BELOW_TOLERANCE.sub(r"\1 below tolerance", note) for note in parity.notes]
     if parity is not None and parity.triage is not None and parity.triage.classification in CLASSIFICATIONS:
         notes.append(CLASSIFICATIONS[parity.triage.classification])
     if record.flaky:
