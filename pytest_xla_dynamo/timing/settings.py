@@ -57,11 +57,6 @@ class TimingSettings:
     remeasure: int = DEFAULT_REMEASURE  # timing.in_process: re-measurements of a disturbed case
     sources: Mapping[str, str] = field(default_factory=dict)  # option dest -> where its value came from
 
-    def label(self, name: str) -> str:
-        """How messages name the option of field ``name``: its flag or ini key, and where its value came from."""
-        dest = "xla_" + name
-        return replace(TIMING_BY_DEST[dest], source=self.sources.get(dest, "")).label
-
     def repro_args(self) -> list[str]:
         """The options of a timing case's repro: the iterations and runs always, the others where they differ
         from their default (the gate's options excepted: they judge the record, they do not shape it)."""
