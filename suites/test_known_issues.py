@@ -24,6 +24,11 @@ from .model_steps import step_tensor as _step_tensor  # noqa: E402
 
 pytestmark = pytest.mark.xla
 
+#: dynamo's own warning of the graph break these reproducers are about (the symptom, said by the assertion)
+GRAPH_BREAK_WARNING = "ignore:Dynamo does not know how to trace the builtin:UserWarning"
+#: torch_xla registers these ops' kernels without an autograd one: the mechanism of the wrong gradients reproduced
+NO_AUTOGRAD_WARNING = "ignore:aten.*an autograd kernel was not registered:UserWarning"  # aten::<op>: ...
+
 
 def _metrics() -> Any:
     import torch_xla.debug.metrics as met
@@ -291,6 +296,7 @@ def test_generator_sampling_fallback(xla_device: Any) -> None:
     assert not fallbacks, f"CPU fallbacks with an explicit torch.Generator: {fallbacks}"
 
 
+@pytest.mark.filterwarnings(GRAPH_BREAK_WARNING)
 def test_manual_seed_inside_compile(xla_device: Any) -> None:
     """local:xla-manual-seed-dropped-in-compile: seeding inside the compiled function must hold."""
     import torch_xla
@@ -348,6 +354,7 @@ def test_openxla_output_keeps_grad_beside_detached_copy(xla_device: Any) -> None
                              "(y.detach() alone keeps it; aot_eager keeps it)")
 
 
+@pytest.mark.filterwarnings(GRAPH_BREAK_WARNING)
 def test_sync_inside_compile_no_graph_break(xla_device: Any) -> None:
     """local:sync-inside-compile-graph-break: torch_xla.sync() inside a compiled function."""
     import torch_xla
@@ -763,6 +770,7 @@ def test_glu_backward_stays_on_xla(xla_device: Any) -> None:
     assert count == 0, f"glu's backward fell back to the CPU {count} time(s)"
 
 
+@pytest.mark.filterwarnings(NO_AUTOGRAD_WARNING)
 @pytest.mark.parametrize("fn", [F.elu, F.celu, F.selu], ids=["elu", "celu", "selu"])
 def test_elu_backward_for_negative_inputs(xla_device: Any, fn: Any) -> None:
     """ELU, CELU and SELU's gradient for x <= 0 on XLA, lazy tensors: torch_xla 2.9's ELU backward ignores
@@ -1000,6 +1008,7 @@ def test_linalg_stays_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
     _assert_on_xla("torch.linalg", fn, x, xla_device)
 
 
+@pytest.mark.filterwarnings(r"ignore:index_reduce\(\) is in beta:UserWarning")  # torch's note on its API
 @pytest.mark.parametrize(("fn", "x"), SCATTER, ids=["scatter_reduce-mean", "index_reduce-amax"])
 def test_scatter_reductions_stay_on_xla(xla_device: Any, fn: Any, x: Any) -> None:
     """scatter_reduce's mean (and include_self=False) and index_reduce run on the CPU (related: pytorch/xla#4517)."""
@@ -1067,6 +1076,7 @@ def test_avg_pool2d_count_include_pad_false(xla_device: Any) -> None:
         f"{(got - expected).abs().max().item():.3g}")
 
 
+@pytest.mark.filterwarnings(NO_AUTOGRAD_WARNING)
 def test_openxla_diag_backward(xla_device: Any) -> None:
     """The backward of torch.diag compiled with the openxla backend gives its input no gradient (also diagflat,
     F.kl_div, std(unbiased=True), qr and cross; found by the op suite, trace_once backward)."""
@@ -1144,6 +1154,7 @@ def test_chalf_on_xla(xla_device: Any) -> None:
     assert not error, f"chalf on XLA raised: {error}"
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta:UserWarning")  # torch's note on its API
 def test_sparse_tensor_on_xla(xla_device: Any) -> None:
     """XLA has no sparse tensors: to_sparse() and to_sparse_csr() raise (found by the op suite: to_sparse,
     sparse.mm.reduce, sparse.sampled_addmm)."""
