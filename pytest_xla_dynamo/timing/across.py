@@ -1,7 +1,7 @@
 """The process median (pure): one timing case measured in several fresh processes, their records combined.
 
-Why: on a small VM CPU eager's step moves 20-30% between processes while it moves 6-15% within one
-(``benchmarks/cpu_drift.py``, docs/timing.md), so a speedup measured in one process carries a shift that no
+Why: on a small machine CPU eager's step moves more between processes than within one (docs/timing.md, "The
+process median"; ``benchmarks/cpu_drift.py``), so a speedup measured in one process carries a shift that no
 number of runs inside it averages away, and the within-process noise (:mod:`~pytest_xla_dynamo.timing.noise`)
 does not see it. With ``--xla-timing-processes N`` (N > 1) each timing test is measured in N fresh processes, one
 after the other (each a child ``pytest <the test>``, started as isolated tests are:

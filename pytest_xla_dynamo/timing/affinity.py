@@ -1,17 +1,15 @@
 """``xla_timing_cpus``: the timed runs on chosen CPUs, every thread of the process pinned there while they run.
 
-Why (issue 31, ``benchmarks/process_noise.py``, docs/timing.md "One CPU for the timed runs"): the XLA side of a
-trace-once step runs on two threads at once, Python tracing (and dynamo's guards) of step i+1 beside XLA:CPU's
-execution of step i (CPU / wall 1.34 for BERT_pytorch's training step on the 2-core VM), while CPU eager runs on
-one. How a fresh process's two threads come to share the VM's two vCPUs differs from process to process, so the
-XLA side's step moved 9.7-15.1 ms between twelve processes (eager's 5.7-6.2 ms); with the process on one CPU it
-moved 10.7-12.4 ms and the speedup's spread between processes (its MAD) fell from 6.4% to 1.9%.
+Why: the XLA side of a trace-once step runs on two threads at once (Python tracing of step i+1 beside XLA:CPU's
+execution of step i), CPU eager on one; how a fresh process's two threads share a small machine's cores differs
+between processes and moves the XLA side's step, far less on one CPU (docs/timing.md, "One CPU for the timed
+runs"; ``benchmarks/process_noise.py``).
 
 :func:`pinned` sets every thread's affinity (``/proc/self/task``; threads started meanwhile inherit it) for the
 duration of the timed runs and puts each back after (a thread started meanwhile gets the main thread's former set).
-The option's list is read (as ``taskset -c`` reads one) and checked against the CPUs the process may use by
-:func:`pytest_xla_dynamo.config.to_cpus`; Linux only (``os.sched_setaffinity``), elsewhere it is refused there. No
-torch here.
+The setting's list is read (as ``taskset -c`` reads one) and checked against the CPUs the process may use by
+:func:`pytest_xla_dynamo.timing.settings.to_cpus`; Linux only (``os.sched_setaffinity``), elsewhere it is refused
+there. No torch here.
 """
 
 from __future__ import annotations

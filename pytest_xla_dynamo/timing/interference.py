@@ -35,15 +35,14 @@ cores + margin, CPU eager kept its core, but trace once on ViT lost 44% of its s
 LOAD_MARGIN = 1.0
 """How far the 1-minute load average may exceed the cores before the machine counts as busy. The timed
 process itself adds about one runnable thread beyond its budget (XLA:CPU's dispatch beside Python), and
-the load lags by about a minute; on a quiet 2-core machine the timing suite showed loads of 0.9-2.4
-(README, 2 threads). A busy loop competing with a 1-thread budget leaves the timed thread a core, so a
+the load lags by about a minute, and a quiet 2-core machine shows loads up to about 2.4 under the timing suite
+(docs/timing.md). A busy loop competing with a 1-thread budget leaves the timed thread a core, so a
 load between the cores and cores + margin alone is no reason to distrust a figure.
 
 Not applied under the machine lock of several pytest-xdist workers (``reasons(shared=True)``), where the
 other processes' cores are measured: the other workers are stopped by the lock, but the load average still
-carries their work of the last minute. In the main job under ``-n 2`` (2026-12-03) mobilenet_v2's training
-was measured twice at loads of 3.2 and 3.0 while the other processes took 0.00-0.07 cores and both sides
-kept CPU/wall 1.0-1.13: quiet runs, flagged by the lag alone."""
+carries their work of the last minute, and quiet runs would be flagged by the lag alone (docs/timing.md, "Under
+pytest-xdist: the machine lock")."""
 
 CPU_WALL_FLOOR = 0.8
 """A host-bound run keeps at least one thread on a core all along (compute, tracing or XLA:CPU's

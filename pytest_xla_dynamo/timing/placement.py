@@ -1,11 +1,10 @@
 """Where a CPU case's memory lands, drawn anew before each timed step or run, fresh at every allocation, or on
 huge pages (``xla_placements``).
 
-Why (issue 31, docs/timing.md "the cause"): on this kind of VM CPU eager's step depends on which physical
-pages its memory drew, and a process keeps its draw: glibc's malloc raises its mmap threshold once a large
-block is freed, so after the first steps a step's activations come back to the same heap addresses, and the
-same pages, at every step. A process's figure is one draw (the medians of processes spread 20-40%, a process's
-own runs 6-17%), and no number of runs inside it averages that away. Redrawn before each timed run
+Why: CPU eager's step depends on which physical pages its memory drew, and a process keeps its draw (glibc's
+malloc raises its mmap threshold once a large block is freed, so a step's activations come back to the same heap
+addresses at every step): a process's figure is one draw, which no number of runs inside it averages away
+(docs/timing.md, "Placements drawn per step or run"). Redrawn before each timed run
 (``xla_placements=run``), a process's median is a median over ``--xla-repeat`` draws; before each timed step
 (``step``), each run is a mean over its iterations' draws too.
 

@@ -32,10 +32,9 @@ from pytest_xla_dynamo.core.machine import available_cores
 AUTO = "auto"
 XLA_THREADS_ENV = "PJRT_NPROC"  # read by the PJRT CPU client when the runtime starts
 AUTO_ONE_THREAD_MAX_CORES = 2
-"""``auto`` gives 1 thread on a machine with this many cores or fewer. Measured on the 2-core machine
-(issue 14, ``benchmarks/thread_budget.py``): CPU eager with torch's default 2 OpenMP threads takes 2-5x
-longer per ViT training step when one busy process competes, while 1 thread is as fast as 2 at the small
-tier quiet and barely moves loaded; XLA:CPU is far less affected either way."""
+"""``auto`` gives 1 thread on a machine with this many cores or fewer: there CPU eager with two OpenMP threads
+slows several-fold beside one busy process, while one thread is as fast when quiet (``benchmarks/thread_budget.py``,
+``benchmarks/README.md``)."""
 
 
 def auto_threads(cores: int) -> int:

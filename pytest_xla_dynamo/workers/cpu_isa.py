@@ -5,15 +5,10 @@ XLA:CPU's, which calls its own copy), ATen's vectorized kernels, and XLA:CPU's c
 an AVX-512 machine and an AVX2 machine sum in different orders, so a tensor within rounding of a
 threshold lands differently, and XLA:CPU's AVX-512 code is further from fp64 than its AVX2 code. For
 most models that changes nothing; for the ill-conditioned ones it changes which tensor diverges
-first. Measured (2026-12-02, torch 2.9.0 + torch_xla 2.9.0, an AVX-512 AMD EPYC, the small tier): timm
-cspresnet50's step-1 stem gradient on XLA is 296x eager's error from fp64 with AVX2 kernels and within
-2x with AVX-512 ones, and its head gradient 1.04x eager's error with XLA capped at AVX2 but 2.28x
-without; timm dla34's first diverging tensor is a running_var with AVX2 kernels and a gradient (2.2x
-eager's error) with AVX-512 ones. The committed expected results and known-issue entries were recorded
-with AVX2 kernels (inferred: capped at AVX2, the AVX-512 machine gives their figures exactly), so the
-default caps all three at AVX2 (``ONEDNN_MAX_CPU_ISA=AVX2``, ``ATEN_CPU_CAPABILITY=avx2``,
-``XLA_FLAGS=--xla_cpu_max_isa=AVX2``). That removes the instruction set from the verdicts, not every
-difference between machines: timm rexnet_100's ill-conditioned step 2 still differed under the cap.
+first (docs/zoo.md, "The CPU's instruction set"). The committed expected results and known-issue entries
+were recorded with AVX2 kernels, so the default caps all three at AVX2 (``ONEDNN_MAX_CPU_ISA=AVX2``,
+``ATEN_CPU_CAPABILITY=avx2``, ``XLA_FLAGS=--xla_cpu_max_isa=AVX2``). That removes the instruction set from the
+verdicts, not every difference between machines.
 
 Each is read once, when its library first dispatches a kernel or the XLA runtime starts. The cap is for
 the plugin's XLA tests: a session that selects none is left on the kernels it would have without the

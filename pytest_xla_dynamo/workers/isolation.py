@@ -65,7 +65,7 @@ _CHILD_ENV_DROP = ("PYTEST_XLA_UPDATE_EXPECTED", "PYTEST_XLA_STRICT_IMPROVED", "
 # command-line options of the parent forwarded to the child: (names taking a value), (flags)
 _FORWARD_VALUE = ("-p", "-o", "--override-ini", "-c", "--config-file", "--confcutdir", "--import-mode",
                   "-W", "--pythonwarnings", "--assert", "--tb", "--capture")
-# --snapshot-update (syrupy): an isolated graph test writes its snapshot too (found by issue 30's isolated runs)
+# --snapshot-update (syrupy): an isolated graph test writes its snapshot too
 _FORWARD_FLAG = ("--noconftest", "--strict-markers", "--strict-config", "--strict", "--runxfail", "-s",
                  "-l", "--showlocals", "--full-trace", "--snapshot-update")
 

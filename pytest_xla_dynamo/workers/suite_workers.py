@@ -35,8 +35,8 @@ from pytest_xla_dynamo.workers import machine_lock
 
 ENV = "XLA_SUITE_WORKERS"
 CHOICES = ("1", "2", "auto")
-#: the main job's (``./run.sh suite``) peak of all its processes together under two workers, in kB: measured
-#: 2026-12-05 on the 2-core AMD EPYC VM (docs/ci.md#memory); re-measure it when the main job grows
+#: the main job's (``./run.sh suite``) peak of all its processes together under two workers, in kB, as measured
+#: (docs/ci.md#memory); re-measure it when the main job grows
 MAIN_JOB_TWO_WORKERS_KB = 7_367_452
 #: room above the measured peak: a model's memory differs a little between CPUs and versions, and the page cache
 #: and the OS need some

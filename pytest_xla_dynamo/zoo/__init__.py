@@ -21,7 +21,7 @@ Each model has two tiers:
     (``DEFAULT_TRAIN_BSIZE``), BERT at bert-base size with sequence length 128.
 
 Each model belongs to a collection (:attr:`ModelSpec.collection`); the seed's nine are ``seed``, the
-default of ``--xla-zoo``. The broad collections ``torchvision``, ``timm`` and ``transformers`` (issue 16)
+default of ``--xla-zoo``. The broad collections ``torchvision``, ``timm`` and ``transformers``
 name their models ``<collection>.<name>`` (``timm.convnext_atto``: a dot, safe in file names and
 artifacts); ``--xla-zoo=all`` selects every one.
 
@@ -36,12 +36,12 @@ Layout: ``spec`` (:class:`ModelSpec`, tiers, validation, the default loss), ``re
 ``transformers_models``, ``timm_models`` (each module documents its models' sizes). A model is
 added as a row of its source's ``ROWS``.
 
-The family collections of issue 30 (``recurrent``, ``video``, ``segmentation``, ``detection``,
+The family collections (``recurrent``, ``video``, ``segmentation``, ``detection``,
 ``generative``, ``recommendation``, ``graph``, ``moe``, ``speech``: :data:`family.FAMILIES`) group models by
 architecture whatever library builds them; their rows (``family.Row``) live in one module per source:
 ``torch_models`` (plain ``torch.nn``, networks in ``nets``), ``torchvision_families``,
-``diffusers_models``, ``pyg_models`` (torch_geometric), ``moe_models`` (transformers) and, for ``speech``
-(issue 49), ``torchaudio_models``.
+``diffusers_models``, ``pyg_models`` (torch_geometric), ``moe_models`` (transformers) and, for ``speech``,
+``torchaudio_models``.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ __all__ = [
 
 # the seed's order first (the torchvision seven, BERT_pytorch, timm_vision_transformer), then the broad
 # collections, each in its source's table order
-# then the family collections of issue 30 (zoo/family.py), in FAMILIES order
+# then the family collections (zoo/family.py), in FAMILIES order
 _sources = (torchvision_models, transformers_models, timm_models, torch_models, torchvision_families, diffusers_models,
             pyg_models, moe_models, torchaudio_models)
 _specs = [spec for source in _sources for spec in source.specs()]

@@ -1,4 +1,4 @@
-"""The diffusers models of the ``generative`` collection (issue 30): UNet2DModel and AutoencoderKL from configs.
+"""The diffusers models of the ``generative`` collection: UNet2DModel and AutoencoderKL from configs.
 
 Random init, no download; each behind :class:`nets.DiffusersOutput` (``return_dict=False``, the first output).
 UNet2DModel: ``forward(noisy images, timesteps)`` -> predicted noise; small: 16x16 images, blocks of 16

@@ -1,8 +1,8 @@
-"""What the family tables of issue 30 share: a row (a model of a family collection) and its spec.
+"""What the family tables share: a row (a model of a family collection) and its spec.
 
 A family collection groups the models of one architecture family (``recurrent``, ``video``,
-``segmentation``, ``detection``, ``generative``, ``recommendation``, ``graph``, ``moe``; ``speech`` from
-issue 49) whatever library builds them; each model is named ``<family>.<name>`` and its
+``segmentation``, ``detection``, ``generative``, ``recommendation``, ``graph``, ``moe``, ``speech``) whatever
+library builds them; each model is named ``<family>.<name>`` and its
 :attr:`ModelSpec.source` is the library.
 A row holds the per-tier keyword arguments of a module-level factory and of an input builder, so a
 model is data: nothing in the engines knows the families.

@@ -1,4 +1,4 @@
-"""The mixture-of-experts models of the ``moe`` collection (issue 30): transformers decoders with top-k routing.
+"""The mixture-of-experts models of the ``moe`` collection: transformers decoders with top-k routing.
 
 Rows of :mod:`transformers_models` (built from a config, eager attention, ``forward(input_ids)`` ->
 logits), in the collection ``moe``. Small: the broad transformers decoders' shape (hidden 128, 2 layers,

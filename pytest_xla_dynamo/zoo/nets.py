@@ -1,4 +1,4 @@
-"""The plain ``torch.nn`` networks and adapters of the family collections (issue 30). Imports torch.
+"""The plain ``torch.nn`` networks and adapters of the family collections. Imports torch.
 
 Only the ``build_model`` factories of the family tables import this module, so that importing the zoo
 stays cheap. Every class lives at module level (picklable). Each network is a textbook version of its

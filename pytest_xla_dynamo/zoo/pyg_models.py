@@ -1,4 +1,4 @@
-"""The torch_geometric models of the ``graph`` collection (issue 30): GCN, GAT, GraphSAGE, GIN.
+"""The torch_geometric models of the ``graph`` collection: GCN, GAT, GraphSAGE, GIN.
 
 ``torch_geometric.nn.models`` (random init), node classification ``forward(x, edge_index)`` -> logits per
 node, on a random graph: standard-normal node features and uniformly random directed edges (int64

@@ -43,7 +43,7 @@ class Row(NamedTuple):
     res: tuple[int, int] | None = None  # (small, full) image sizes of a variant without an img_size override
 
 
-BROAD = "timm"  # the broad collection of timm architectures (issue 16)
+BROAD = "timm"  # the broad collection of timm architectures
 # a broad row's small tier: 10 classes and no functional dropout (timm's heads call F.dropout with
 # drop_rate, which no module patch reaches); its full tier: the variant as timm defines it
 _SMALL = {"num_classes": SMALL_CLASSES, "drop_rate": 0.0}

@@ -1,4 +1,4 @@
-"""The plain ``torch.nn`` models of the family collections (issue 30): recurrent nets, the DCGAN pair, DLRMs.
+"""The plain ``torch.nn`` models of the family collections: recurrent nets, the DCGAN pair, DLRMs.
 
 The networks are :mod:`pytest_xla_dynamo.zoo.nets` (imported by the factories only). Sizes:
 

@@ -1,4 +1,4 @@
-"""The torchaudio models of the ``speech`` collection (issue 49): ``torchaudio.models`` built from configs.
+"""The torchaudio models of the ``speech`` collection: ``torchaudio.models`` built from configs.
 
 Random init, no download (no pretrained bundle). Models that return ``(output, lengths)`` sit behind
 :class:`nets.FirstOutput`; the two encoders (Conformer, Emformer) get a 32-class linear head there, as an ASR

@@ -1,4 +1,4 @@
-"""The torchvision models of the family collections (issue 30): video, segmentation and detection.
+"""The torchvision models of the family collections: video, segmentation and detection.
 
 All built with ``weights=None, weights_backbone=None`` (random init, no download).
 
@@ -21,8 +21,8 @@ All built with ``weights=None, weights_backbone=None`` (random init, no download
   ssdlite320_mobilenet_v3_large's BatchNorm statistics are warmed (:func:`warm_norms`): at random init with the
   default running statistics (mean 0, variance 1) its eval-mode features shrink layer by layer to ~1e-25, every
   class logit is ~1e-15 and every score exactly 1/3, so which of the tied boxes NMS keeps is the sort's tie
-  order (found by issue 30's first detection run: eager fp32 kept 136 boxes per image, eager fp64 300, XLA 128):
-  a property of the inputs, not of a backend.
+  order (eager fp32, eager fp64 and XLA kept different numbers of boxes): a property of the inputs, not of a
+  backend.
 """
 
 from __future__ import annotations

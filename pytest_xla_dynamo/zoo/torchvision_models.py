@@ -59,7 +59,7 @@ class Row(NamedTuple):
         return self.name if self.collection == SEED_COLLECTION else f"{self.collection}.{self.name}"
 
 
-BROAD = "torchvision"  # the broad collection of torchvision classifiers (issue 16)
+BROAD = "torchvision"  # the broad collection of torchvision classifiers
 # Full batch sizes: torchbench's DEFAULT_TRAIN_BSIZE of each model (pytorch/benchmark
 # torchbenchmark/models/*/__init__.py).
 # Small-tier images are at least 64x64: these nets downsample by 32, and at 32x32 (1x1 at the end)

@@ -46,7 +46,7 @@ class Row(NamedTuple):
     seq2seq: bool = False  # an encoder-decoder: the input ids are also the decoder's input ids
 
 
-BROAD = "transformers"  # the broad collection of transformers families (issue 16)
+BROAD = "transformers"  # the broad collection of transformers families
 SMALL_VOCAB = 1000
 #: the full tier of a broad row: base-like sizes (the small tier's shape, widened)
 _FULL = {"vocab_size": 32000}
@@ -167,7 +167,7 @@ ROWS: tuple[Row, ...] = (
     broad("MBartForConditionalGeneration", "MBartConfig", _S2S_SMALL, _S2S_FULL, name="mbart", seq2seq=True),
     broad("PegasusForConditionalGeneration", "PegasusConfig", _S2S_SMALL, _S2S_FULL, name="pegasus",
           seq2seq=True),
-    # issue 49: more of pytorch's dynamo benchmark list (benchmarks/dynamo/huggingface_models_list.txt); XGLM left
+    # more of pytorch's dynamo benchmark list (benchmarks/dynamo/huggingface_models_list.txt); XGLM left
     # out: its fp64 reference fails ("value cannot be converted to type float without overflow")
     broad("MegatronBertForCausalLM", "MegatronBertConfig", {**_ENC_SMALL, "is_decoder": True},
           {**_ENC_FULL, "is_decoder": True}, name="megatron_bert"),
