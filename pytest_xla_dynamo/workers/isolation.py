@@ -33,7 +33,7 @@ import pytest
 
 from pytest_xla_dynamo import markers
 from pytest_xla_dynamo.activation import CHILD_ENV
-from pytest_xla_dynamo.options import OPTIONS_BY_DEST, declared, raw_value
+from pytest_xla_dynamo.options import OPTIONS_BY_DEST, declared
 from pytest_xla_dynamo.workers import processes
 from pytest_xla_dynamo.workers.processes import TAIL_LINES, signal_name, tail
 
@@ -99,9 +99,9 @@ def forwarded_args(config: pytest.Config) -> list[str]:
     (reports, gating, sharding and isolation excepted); the child reads the same ini file and environment."""
     args = forward_cli(config.invocation_params.args)
     for opt in declared():
-        if opt.dest in _CHILD_DROP or raw_value(config, opt)[1] != "command line":
+        value = config.getoption(opt.dest, None) if opt.on_cli else None  # None: not on the command line
+        if opt.dest in _CHILD_DROP or value is None:
             continue
-        value = config.getoption(opt.dest)
         args.append(opt.cli if opt.flag else f"{opt.cli}={value}")
     return args
 
