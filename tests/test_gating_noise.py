@@ -24,12 +24,12 @@ from pytest_xla_dynamo.gating.render import headline, render_markdown, terminal_
 from pytest_xla_dynamo.gating.run import (
     TimingBaseline,
     load_timing_baseline,
-    pinning_mismatch,
-    placements_mismatch,
     timing_from_records,
 )
 from pytest_xla_dynamo.records import UNRELIABLE
 from pytest_xla_dynamo.timing import calibrate, noise
+from pytest_xla_dynamo.timing.comparable import MeasuredWith, baseline_mismatch
+from pytest_xla_dynamo.timing.settings import TimingSettings
 
 # --- the rule ------------------------------------------------------------------------------------------
 
@@ -142,7 +142,7 @@ def test_baseline_noise_follows_the_baseline_speedups(tmp_path: Path) -> None:
     timing = load_timing_baseline(path)  # the gate's one read of the file
     assert (timing.noise, timing.between) == ({("a", "trace_once", "train"): 0.02}, {})
     assert timing.speedups == {("a", "trace_once", "train"): 1.0, ("b", "trace_once", "train"): 1.0,
-                               ("d", "trace_once", "train"): 1.1} and timing.placements == {"once"}
+                               ("d", "trace_once", "train"): 1.1} and timing.measured_with.placements == {"once"}
 
 
 def test_a_baseline_of_several_processes_says_how_far_one_strays(tmp_path: Path) -> None:
@@ -174,54 +174,77 @@ def _baseline_of(tmp_path: Path, **runs: list[Any]) -> TimingBaseline:
     return load_timing_baseline(path)
 
 
+def _placed(recorded: frozenset[str], placements: str) -> str:
+    """Why a baseline measured with ``recorded`` placements cannot gate a run with ``placements`` (the one check)."""
+    return baseline_mismatch(Path("b.jsonl"), MeasuredWith(placements=recorded), TimingSettings(placements=placements))
+
+
+def _pinned(recorded: frozenset[tuple[int, ...]], cpus: tuple[int, ...]) -> str:
+    """Why a baseline pinned as ``recorded`` cannot gate a run pinned to ``cpus`` (the one check)."""
+    recorded_with = MeasuredWith(frozenset({"once"}), recorded)
+    return baseline_mismatch(Path("b.jsonl"), recorded_with, TimingSettings(timing_cpus=cpus))
+
+
 def test_a_baseline_measured_with_fresh_or_huge_pages_gates_only_a_run_measured_so(tmp_path: Path) -> None:
     """xla_placements=fresh and huge each put the speedups on a scale of their own: the gate refuses a mix either
     way, names both settings and why; once/run/step mix (one scale), and a baseline that does not say (an old one)
     was measured as once."""
     def baseline(*placements: str | None) -> frozenset[str]:
-        return _baseline_of(tmp_path, placements=list(placements)).placements
+        return _baseline_of(tmp_path, placements=list(placements)).measured_with.placements
 
     fresh = baseline("fresh", "fresh")
-    assert fresh == {"fresh"} and placements_mismatch(Path("b.jsonl"), fresh, "fresh") == ""
-    assert placements_mismatch(Path("b.jsonl"), fresh, "once") == (
+    assert fresh == {"fresh"} and _placed(fresh, "fresh") == ""
+    assert _placed(fresh, "once") == (
         "b.jsonl was measured with xla_placements=fresh, this run with xla_placements=once: with 'fresh' the "
         "baseline side pays page faults at every step, so the speedups are not comparable; valid: run with the "
         "baseline's setting, or record a baseline with this one")
     mixed = baseline("once", "step")
-    assert placements_mismatch(Path("b.jsonl"), mixed, "run") == ""
-    assert "xla_placements=once,step, this run with xla_placements=fresh" in placements_mismatch(
-        Path("b.jsonl"), mixed, "fresh")
+    assert _placed(mixed, "run") == ""
+    assert "xla_placements=once,step, this run with xla_placements=fresh" in _placed(mixed, "fresh")
     huge = baseline("huge")
-    assert placements_mismatch(Path("b.jsonl"), huge, "huge") == ""
-    assert placements_mismatch(Path("b.jsonl"), huge, "once") == (
+    assert _placed(huge, "huge") == ""
+    assert _placed(huge, "once") == (
         "b.jsonl was measured with xla_placements=huge, this run with xla_placements=once: with 'huge' the CPU "
         "side's large buffers are on huge pages, so the speedups are not comparable; valid: run with the baseline's "
         "setting, or record a baseline with this one")
     assert ("with 'fresh' the baseline side pays page faults at every step; with 'huge' the CPU side's large buffers "
-            "are on huge pages, so") in placements_mismatch(Path("b.jsonl"), huge, "fresh")
+            "are on huge pages, so") in _placed(huge, "fresh")
     old = baseline(None)  # a report from before the option: measured as once
-    assert old == {"once"} and placements_mismatch(Path("b.jsonl"), old, "step") == ""
-    assert "xla_placements=once, this run with xla_placements=huge" in placements_mismatch(
-        Path("b.jsonl"), old, "huge")
+    assert old == {"once"} and _placed(old, "step") == ""
+    assert "xla_placements=once, this run with xla_placements=huge" in _placed(old, "huge")
 
 
 def test_a_baseline_pinned_to_cpus_gates_only_a_run_pinned_so(tmp_path: Path) -> None:
     """xla_timing_cpus: a baseline whose runs were not pinned (an old one too) cannot gate a pinned run, and the
     reverse; the message names both and the setting to pass; pinned to other CPUs, or a baseline that mixes, gates."""
     def baseline(*cpus: list[int] | None) -> frozenset[tuple[int, ...]]:
-        return _baseline_of(tmp_path, timing_cpus=list(cpus)).pinned
+        return _baseline_of(tmp_path, timing_cpus=list(cpus)).measured_with.pinned
 
     old, pinned = baseline(None, None), baseline([0], [0])
     assert old == {()} and pinned == {(0,)}
-    assert pinning_mismatch(Path("b.jsonl"), old, ()) == "" and pinning_mismatch(Path("b.jsonl"), pinned, (1,)) == ""
-    assert pinning_mismatch(Path("b.jsonl"), old, (0,)) == (
+    assert _pinned(old, ()) == "" and _pinned(pinned, (1,)) == ""
+    assert _pinned(old, (0,)) == (
         "b.jsonl was measured with its timed runs not pinned, this run's are pinned to CPU 0 (xla_timing_cpus): the "
         "XLA side's speed differs between the two, so the speedups are not comparable; valid: run with the "
         "baseline's setting (no xla_timing_cpus), or record a baseline with this one")
-    assert pinning_mismatch(Path("b.jsonl"), pinned, ()).startswith(
+    assert _pinned(pinned, ()).startswith(
         "b.jsonl was measured with its timed runs pinned to CPU 0, this run's are not pinned")
-    assert "(xla_timing_cpus=0)" in pinning_mismatch(Path("b.jsonl"), pinned, ())
-    assert pinning_mismatch(Path("b.jsonl"), baseline([0], None), (0,)) == ""
+    assert "(xla_timing_cpus=0)" in _pinned(pinned, ())
+    assert _pinned(baseline([0], None), (0,)) == ""
+
+
+def test_the_gate_asks_one_question_of_a_baseline(tmp_path: Path) -> None:
+    """baseline_mismatch names the first setting whose scale differs; a baseline without timing records (parity
+    alone) was measured with nothing, and refuses nothing."""
+    both = _baseline_of(tmp_path, placements=["fresh"], timing_cpus=[[0]]).measured_with
+    assert both == MeasuredWith(frozenset({"fresh"}), frozenset({(0,)}))
+    assert "xla_placements=fresh, this run with xla_placements=once" in baseline_mismatch(
+        Path("b.jsonl"), both, TimingSettings())
+    assert "pinned to CPU 0, this run's are not pinned" in baseline_mismatch(
+        Path("b.jsonl"), both, TimingSettings(placements="fresh"))
+    assert baseline_mismatch(Path("b.jsonl"), both, TimingSettings(placements="fresh", timing_cpus=(1,))) == ""
+    assert _baseline_of(tmp_path).measured_with == MeasuredWith()
+    assert baseline_mismatch(Path("b.jsonl"), MeasuredWith(), TimingSettings(placements="huge", timing_cpus=(0,))) == ""
 
 
 def test_a_one_process_run_takes_the_baselines_between_process_spread_as_its_noise() -> None:

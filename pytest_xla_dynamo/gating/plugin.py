@@ -29,11 +29,10 @@ from pytest_xla_dynamo.gating.run import (
     RunCase,
     cases_from_records,
     load_timing_baseline,
-    pinning_mismatch,
-    placements_mismatch,
     timing_from_records,
 )
 from pytest_xla_dynamo.gating.update import merge_update
+from pytest_xla_dynamo.timing.comparable import baseline_mismatch
 from pytest_xla_dynamo.timing.settings import timing_settings
 from pytest_xla_dynamo.workers.cpu_isa import cpu_line, kernel_setting, same_setting
 from pytest_xla_dynamo.workers.sharding import shard_line
@@ -74,9 +73,7 @@ class GatingPlugin:
             if timing.min_speedup_ratio is not None and timing.timing_baseline is not None:
                 stored = load_timing_baseline(timing.timing_baseline)
                 self.baseline, self.baseline_noise, self.between_noise = stored.speedups, stored.noise, stored.between
-                if why := placements_mismatch(timing.timing_baseline, stored.placements, timing.placements):
-                    raise ExpectedFileError(why)
-                if why := pinning_mismatch(timing.timing_baseline, stored.pinned, timing.timing_cpus):
+                if why := baseline_mismatch(timing.timing_baseline, stored.measured_with, timing):
                     raise ExpectedFileError(why)
         except (ExpectedFileError, OSError) as err:
             raise pytest.UsageError(f"xla-dynamo gate: {err}") from None

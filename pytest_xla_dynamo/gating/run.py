@@ -11,12 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_xla_dynamo.core.machine import cpu_list
 from pytest_xla_dynamo.gating.expected import GRAPH_FIELDS, CaseRow, ExpectedFileError
 from pytest_xla_dynamo.gating.labels import Key
 from pytest_xla_dynamo.gating.noise import baseline_noise, between_noise, record_noise
 from pytest_xla_dynamo.records import PASSING, UNRELIABLE, CaseRecord, worst_status
 from pytest_xla_dynamo.repro import nodeid_command
+from pytest_xla_dynamo.timing.comparable import MeasuredWith, measured_with
 
 
 @dataclass
@@ -169,61 +169,6 @@ def _read_report(path: Path) -> list[CaseRecord]:
         raise ExpectedFileError(text if text.startswith(str(path)) else f"{path}: not a JSON report: {text}") from None
 
 
-def timing_placements(records: Iterable[CaseRecord]) -> frozenset[str]:
-    """The ``xla_placements`` settings the timing records say they were measured with; a record from before the
-    option counts as ``once``, as it was measured."""
-    return frozenset(runs.placements or "once" for record in records if record.suite == "timing"
-                     and record.timing is not None and (runs := record.timing.runs) is not None)
-
-
-#: the xla_placements settings whose speedups are on a scale of their own (the others, once, run and step, on
-#: malloc's 4 KB pages as a user's eager runs, share one), and why (:mod:`pytest_xla_dynamo.timing.placement`)
-OWN_SCALE = {"fresh": "with 'fresh' the baseline side pays page faults at every step",
-             "huge": "with 'huge' the CPU side's large buffers are on huge pages"}
-
-
-def placements_mismatch(path: Path, recorded: frozenset[str], placements: str) -> str:
-    """Why a timing baseline measured with the ``recorded`` placements cannot gate a run measured with
-    ``placements`` ("" where it can): ``fresh`` and ``huge`` each put the speedups on a scale of their own."""
-    def scale(setting: str) -> str:
-        return setting if setting in OWN_SCALE else "4 KB pages"
-
-    scales = {scale(p) for p in recorded}
-    if not recorded or scales == {scale(placements)}:
-        return ""
-    why = "; ".join(OWN_SCALE[p] for p in sorted({*scales, scale(placements)} & OWN_SCALE.keys()))
-    return (f"{path} was measured with xla_placements={','.join(sorted(recorded))}, this run with "
-            f"xla_placements={placements}: {why}, so the speedups are not comparable; valid: run with the "
-            "baseline's setting, or record a baseline with this one")
-
-
-def timing_pinned(records: Iterable[CaseRecord]) -> frozenset[tuple[int, ...]]:
-    """The CPUs the timed records' runs were pinned to (``xla_timing_cpus``; ``()``: not pinned), one entry per
-    setting seen; a record from before the option counts as not pinned, as it was measured."""
-    return frozenset(record.pinned_cpus for record in records
-                     if record.suite == "timing" and record.speedup is not None
-                     and record.timing is not None and record.timing.runs is not None)
-
-
-def pinning_mismatch(path: Path, recorded: frozenset[tuple[int, ...]], cpus: tuple[int, ...]) -> str:
-    """Why a timing baseline whose runs were (not) pinned to CPUs cannot gate a run that is not (is) ("" where it
-    can, or where the baseline's records disagree among themselves): pinned, the XLA side loses the overlap of its
-    tracing and execution on a second CPU, which lowered the seed table's speedups by up to a third where it ran on
-    more than one core (docs/timing.md "The seed's table, pinned and not")."""
-    pinned = {bool(c) for c in recorded}
-    if len(pinned) != 1 or bool(cpus) in pinned:
-        return ""
-    if True in pinned:
-        then = f"pinned to CPU {'; '.join(cpu_list(c) for c in sorted(recorded))}"
-        setting = f"xla_timing_cpus={cpu_list(min(recorded))}"
-    else:
-        then, setting = "not pinned", "no xla_timing_cpus"
-    return (f"{path} was measured with its timed runs {then}, "
-            f"this run's are {f'pinned to CPU {cpu_list(cpus)}' if cpus else 'not pinned'} "
-            "(xla_timing_cpus): the XLA side's speed differs between the two, so the speedups are not comparable; "
-            f"valid: run with the baseline's setting ({setting}), or record a baseline with this one")
-
-
 def baseline_speedups(records: Iterable[CaseRecord], path: Path) -> dict[Key, float]:
     """Speedups per case from an earlier run's records (``path``, the report they came from, names it in errors).
 
@@ -253,17 +198,17 @@ def read_timing_baseline(path: Path) -> dict[Key, float]:
 @dataclass(frozen=True)
 class TimingBaseline:
     """What the speed gate takes from ``--xla-timing-baseline``, the file read once: the speedups, their noise,
-    the spread between the baseline's processes (:mod:`pytest_xla_dynamo.gating.noise`) and its placements."""
+    the spread between the baseline's processes (:mod:`pytest_xla_dynamo.gating.noise`) and the timing
+    settings it was measured with (:mod:`pytest_xla_dynamo.timing.comparable`)."""
 
     speedups: dict[Key, float]
     noise: dict[Key, float]
     between: dict[Key, float]
-    placements: frozenset[str]
-    pinned: frozenset[tuple[int, ...]] = frozenset()  # the CPUs its timed runs were pinned to (timing_pinned)
+    measured_with: MeasuredWith = field(default_factory=MeasuredWith)  # the settings that set its scale
 
 
 def load_timing_baseline(path: Path) -> TimingBaseline:
     """The :class:`TimingBaseline` of a JSON report (an unreadable one: :class:`ExpectedFileError`)."""
     records = _read_report(path)
     return TimingBaseline(baseline_speedups(records, path), baseline_noise(records), between_noise(records),
-                          timing_placements(records), timing_pinned(records))
+                          measured_with(records))
