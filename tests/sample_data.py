@@ -107,7 +107,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXPECTED_HEADER = (
     "dev,name,batch_size,speedup,abs_latency,compilation_latency,compression_ratio,eager_peak_mem,"
     "dynamo_peak_mem,calls_captured,unique_graphs,fallbacks_to_eager,graph_breaks,unique_graph_breaks,"
-    "autograd_captures,autograd_compiles,backend,mode,status,iterations_per_run,spread"
+    "autograd_captures,autograd_compiles,backend,mode,status,iterations_per_run,spread,notes"
 )
 SET = ["xla-dynamo.csv", "xla-dynamo.jsonl", "xla-dynamo.png"]
 

@@ -175,11 +175,12 @@ def test_a_conformer_passes_below_tolerance_naming_the_running_var_entry(pyteste
     under the 1e-4 tolerance, so training parity passes on both backends; the message, the parity cell and the
     JSON record's ``notes`` name the entry and the ratio 79/80."""
     pytest.importorskip("torch_xla")
+    import csv
     import json
 
     pytester.makepyfile(test_conformer=CONFORMER)
     result = pytester.runpytest_subprocess("-p", "xla_dynamo", "-p", "no:cacheprovider", "-s", "test_conformer.py",
-                                           "--xla-report=table,json", "--xla-report-dir=out")
+                                           "--xla-report=table,json,csv", "--xla-report-dir=out")
     out = result.stdout.str()
     result.assert_outcomes(passed=2)
     note = f"known issue {ENTRY} present below tolerance (conv.bn.running_var: ratio 0.98750 = 79/80)"
@@ -189,3 +190,5 @@ def test_a_conformer_passes_below_tolerance_naming_the_running_var_entry(pyteste
     assert out.count(f"pass (CPU fallbacks, {ENTRY} below tolerance)") == 2, out
     records = [json.loads(line) for line in next(pytester.path.rglob("xla-dynamo.jsonl")).read_text().splitlines()]
     assert [r["extra"]["notes"] for r in records] == [[note], [note]], records
+    with next(pytester.path.rglob("xla-dynamo.csv")).open(newline="") as f:  # the CSV's notes whole, as the record
+        assert [row["notes"] for row in csv.DictReader(f)] == [f"CPU fallbacks; {note}"] * 2

@@ -230,9 +230,17 @@ def status_counts(records: Iterable[CaseRecord]) -> dict[str, int]:
 
 
 def status_text(record: CaseRecord | None) -> str:
-    """A parity cell: the status, with the known issue (``xfail``/``xpass``) and ``flaky`` noted."""
+    """A parity cell: the status, with what it says beside it in brief (:func:`status_notes`)."""
     if record is None:
         return MISSING
+    notes = status_notes(record)
+    return record.status + (f" ({', '.join(notes)})" if notes else "")
+
+
+def status_notes(record: CaseRecord, brief: bool = True) -> list[str]:
+    """What a case's status says beside it: the known issue (``xfail``/``xpass``), CPU fallbacks, partial capture,
+    a known issue present below tolerance (``brief``: its entry alone, as a table cell names it; else the record's
+    note with its figures), the triage's classification and ``flaky``."""
     notes = []
     if record.known_issue:
         notes.append(("xpass " if record.status in PASSING else "xfail ") + record.known_issue)
@@ -242,12 +250,12 @@ def status_text(record: CaseRecord | None) -> str:
     if parity is not None and parity.capture is not None and parity.capture.partial:
         notes.append("partial capture")
     if parity is not None and parity.notes:
-        notes += [BELOW_TOLERANCE.sub(r"\1 below tolerance", note) for note in parity.notes]
+        notes += [BELOW_TOLERANCE.sub(r"\1 below tolerance", note) if brief else note for note in parity.notes]
     if parity is not None and parity.triage is not None and parity.triage.classification in CLASSIFICATIONS:
         notes.append(CLASSIFICATIONS[parity.triage.classification])
     if record.flaky:
         notes.append("flaky")
-    return record.status + (f" ({', '.join(notes)})" if notes else "")
+    return notes
 
 
 def status_column(cells: Cells, backend: str, mode: str) -> Column:
