@@ -28,9 +28,9 @@ from dataclasses import dataclass
 FOREIGN_CORES = 0.25
 """How much CPU other processes may take during the timed runs (in cores, on average over a side's runs)
 before the figure is distrusted. Measured per run as the machine's busy CPU time (``/proc/stat``) minus
-this process's; a quiet machine leaves a few hundredths of a core to the system. Added after the first
-robustness run (2 cores, one busy loop, 1-thread budget): the 1-minute load average lagged below the
-cores + margin, CPU eager kept its core, but trace once on ViT lost 44% of its speed unflagged."""
+this process's; a quiet machine leaves a few hundredths of a core to the system. The load average alone is
+not enough: it lags, and a busy loop beside a 1-thread budget can slow the XLA side a great deal while the load
+stays under cores + margin (docs/timing.md, "Robustness: one competing process")."""
 
 LOAD_MARGIN = 1.0
 """How far the 1-minute load average may exceed the cores before the machine counts as busy. The timed

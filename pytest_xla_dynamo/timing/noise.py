@@ -13,7 +13,7 @@ the standard deviation take that run at full weight, the MAD ignores up to two o
 breakdown point is 50%). A bootstrap interval has too few distinct resamples at R = 5 to mean much, and
 is random. The price: at R = 5 the MAD is itself uncertain (about +-50%), so the gate multiplies it by a
 margin (``gating.rules.NOISE_Z``) and needs R >= :data:`MIN_RUNS`. It measures the noise *within* one
-process; a shift of the whole process (the eager baseline's median moves ~20% between processes here) is
+process; a shift of the whole process (the eager baseline's median moves between processes: docs/timing.md, "Limits") is
 not in it: :func:`value_noise` over the speedups of several processes (``--xla-timing-processes``) measures that,
 and the gate reads it from such a baseline (``gating.noise.between_noise``). No torch here.
 """
