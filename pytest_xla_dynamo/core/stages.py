@@ -17,6 +17,16 @@ from typing import Any
 #: the stages of a case, in the order a step runs them
 STAGES = ("build", "place", "forward", "loss", "backward", "optimizer step", "sync", "comparison")
 ATTR = "_xla_dynamo_where"
+#: the start of a diagnosis's note where the diagnosis itself raised: it decides nothing, and says so
+DIAGNOSIS_FAILED = "diagnosis failed: "
+
+
+def diagnosis_failed(what: str, exc: BaseException, limit: int = 200) -> str:
+    """``diagnosis failed: <what>: <exception type>: <its message's first line>`` (cut at ``limit`` characters)."""
+    text = str(exc).strip()
+    return f"{DIAGNOSIS_FAILED}{what}: {type(exc).__name__}: {text.splitlines()[0][:limit] if text else ''}"
+
+
 #: an exception attribute: its message carries a triage already (a timing process's report), so it gets no second one
 TRIAGED = "xla_triaged"
 

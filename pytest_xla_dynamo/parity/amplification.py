@@ -29,8 +29,9 @@ from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.cases import PreparedCase, collect
 from pytest_xla_dynamo.core.engine import CaseEngine
+from pytest_xla_dynamo.core.stages import DIAGNOSIS_FAILED, diagnosis_failed
 from pytest_xla_dynamo.parity.compare import Tolerance, compare_tensor, max_abs_err
-from pytest_xla_dynamo.parity.conditioning import FAILED, Activations, find_flips, run_step
+from pytest_xla_dynamo.parity.conditioning import Activations, find_flips, run_step
 from pytest_xla_dynamo.parity.localize import fresh_compile, start_of_step
 from pytest_xla_dynamo.parity.plain_math import plain_math
 
@@ -59,7 +60,7 @@ class Amplification:
 
     @property
     def failed(self) -> bool:
-        return self.note.startswith(FAILED)
+        return self.note.startswith(DIAGNOSIS_FAILED)
 
     @property
     def holds(self) -> bool:
@@ -110,8 +111,7 @@ def check_amplification(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backen
     try:
         _own_run(engine, spec, backend, mode, tol, found, patches)
     except Exception as exc:  # a diagnosis: its failure is reported, the case's own stays
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        found.note = f"{FAILED}amplification check at step {step}: {type(exc).__name__}: {first[:200]}"
+        found.note = diagnosis_failed(f"amplification check at step {step}", exc)
     return found
 
 

@@ -30,6 +30,7 @@ from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.cases import PreparedCase, collect
 from pytest_xla_dynamo.core.engine import CaseEngine
+from pytest_xla_dynamo.core.stages import DIAGNOSIS_FAILED, diagnosis_failed
 from pytest_xla_dynamo.parity.compare import Tolerance, compare_step
 from pytest_xla_dynamo.parity.localize import fresh_compile, keep, start_of_step
 from pytest_xla_dynamo.parity.plain_math import plain_math
@@ -44,7 +45,6 @@ MAX_FLIPS = 64  # more sign changes than this are a divergence of the activation
 FACTOR = 2.0  # same()'s multiplier: a tensor is beyond when its error is over FACTOR x eager's (plus tol / 10)
 FlipSet = dict[str, list[tuple[int, ...]]]  # activation call -> flipped element indices
 NO_FLIP = "no activation input changes side"  # the note of a check that found no flip (it disproves the mechanism)
-FAILED = "diagnosis failed: "  # the note of a check that raised: it decides nothing, and says so
 
 
 class Activations:
@@ -138,7 +138,7 @@ class Conditioning:
     @property
     def failed(self) -> bool:
         """The check itself raised: nothing is decided, and no rule may pick the mechanism's entries in its place."""
-        return self.note.startswith(FAILED)
+        return self.note.startswith(DIAGNOSIS_FAILED)
 
     @property
     def flip_count(self) -> int:
@@ -225,9 +225,7 @@ def check_conditioning(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend
     try:
         return _check(engine, spec, backend, mode, tol, step, patches, diverging)
     except Exception as exc:  # a diagnosis: its failure is reported, the case's own stays
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return Conditioning(step, note=f"{FAILED}activation sign-flip check at step {step}: {type(exc).__name__}: "
-                                       f"{first[:200]}")
+        return Conditioning(step, note=diagnosis_failed(f"activation sign-flip check at step {step}", exc))
 
 
 def _check(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,

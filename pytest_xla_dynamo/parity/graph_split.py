@@ -21,6 +21,7 @@ import math
 from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.engine import CaseEngine
+from pytest_xla_dynamo.core.stages import diagnosis_failed
 from pytest_xla_dynamo.parity.compare import Tolerance
 from pytest_xla_dynamo.parity.run import ParityResult, run
 
@@ -65,8 +66,7 @@ def diagnose(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: st
     try:
         split = run(engine, spec, engine.backends.get(SPLIT), mode, tol, shared=False, steps=failing.steps or None)
     except Exception as exc:  # a failed diagnosis is reported, the case's own failure stays
-        first = (str(exc).splitlines() or [""])[0][:150]
-        return [f"diagnosis failed: graph split: {type(exc).__name__}: {first}"]
+        return [diagnosis_failed("graph split", exc, limit=150)]
     worst = failing.divergences[0].max_abs_err if failing.divergences else math.nan
     near = ""
     if not math.isnan(worst) and tol.atol is None:

@@ -25,6 +25,7 @@ from pytest_xla_dynamo import zoo
 from pytest_xla_dynamo.core.backends import Backend
 from pytest_xla_dynamo.core.cases import PreparedCase, iter_trace
 from pytest_xla_dynamo.core.engine import CaseEngine
+from pytest_xla_dynamo.core.stages import diagnosis_failed
 from pytest_xla_dynamo.parity.compare import Tolerance, compare_tensor
 from pytest_xla_dynamo.parity.plain_math import plain_math
 
@@ -147,8 +148,7 @@ def localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: st
         return _localize(engine, spec, backend, mode, tol, step, buffers, patches,
                          suspects if suspects is not None else [])
     except Exception as exc:  # a failed localization is reported, the case's own failure stays
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return [f"diagnosis failed: localization: {type(exc).__name__}: {first[:200]}"]
+        return [diagnosis_failed("localization", exc)]
 
 
 def _localize(engine: CaseEngine, spec: zoo.ModelSpec, backend: Backend, mode: str, tol: Tolerance, step: int,
