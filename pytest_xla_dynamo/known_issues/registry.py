@@ -144,6 +144,12 @@ class KnownIssue:
             return False
         return not (self.modes and modes and not set(modes) & set(self.modes))
 
+    def admits(self, backend: str, mode: str) -> bool:
+        """Whether the entry's ``backends`` and ``modes`` admit a case of ``backend`` and ``mode`` (one not known,
+        "", is admitted)."""
+        return not ((self.backends and backend and backend not in self.backends)
+                    or (self.modes and mode and mode not in self.modes))
+
     def on_cpu(self, cpu: str | None = None) -> bool:
         """Whether the CPU model ``cpu`` (None: this machine's) is one where it holds (any, without ``cpus``)."""
         model = _versions.cpu_description()["model"] if cpu is None else cpu

@@ -160,8 +160,7 @@ def present(entries: Iterable[KnownIssue], observed: Observed | None, backend: s
         return []
     notes = []
     for entry in entries:
-        if not entry.signature or (entry.backends and backend not in entry.backends) \
-                or (entry.modes and mode not in entry.modes):
+        if not entry.signature or not entry.admits(backend, mode):
             continue
         sightings = CHECKS[entry.signature](observed)
         if sightings:

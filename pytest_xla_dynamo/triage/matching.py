@@ -144,9 +144,7 @@ def match_failure(entries: Iterable[KnownIssue], failure: Failure) -> list[Match
             continue
         if not entry.matches(failure.message) or not mechanism_present(entry, failure):
             continue
-        if entry.backends and failure.backend and failure.backend not in entry.backends:
-            continue
-        if entry.modes and failure.mode and failure.mode not in entry.modes:
+        if not entry.admits(failure.backend, failure.mode):
             continue
         reasons = [f"{entry.raises} matching {entry.match!r}", f"kind {entry.kind}"]
         if entry.backends:
