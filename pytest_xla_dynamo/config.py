@@ -16,7 +16,7 @@ import shlex
 import shutil
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,9 @@ from pytest_xla_dynamo.options import (
     DEFAULT_ISOLATE_TIMEOUT,
     DEFAULT_SEED,
     OPTIONS,
-    OPTIONS_BY_DEST,
     Option,
     parse_bool,
-    raw_value,
+    read_options,
 )
 from pytest_xla_dynamo.zoo.spec import ALL
 from pytest_xla_dynamo.zoo.spec import SEED_COLLECTION as SEED
@@ -246,11 +245,11 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
 
     ``collections``: the zoo's collections and their models (default: every model in ``seed``);
     ``--xla-models=all`` means the models of the ``--xla-zoo`` collections, named models any model."""
-    raw, sources = _raw_values(config, environ)
-    o = OPTIONS_BY_DEST
+    read = _read(config, environ)
+    sources = {dest: opt.source for dest, (opt, _) in read.items()}
 
     def get(name: str) -> tuple[Option, str]:
-        return replace(o[name], source=sources[name]), raw[name]
+        return read[name]
 
     collections = dict(collections) if collections is not None else {SEED: list(models)}
     zoo = choice_list(*get("xla_zoo"), list(collections))
@@ -271,34 +270,30 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
         report=choice_list(*get("xla_report"), REPORT_FORMATS, allow_empty=True),
         report_dir=to_folder(*get("xla_report_dir")),
         known_issues=choice(*get("xla_known_issues"), KNOWN_ISSUE_POLICIES),
-        known_issues_files=tuple(Path(p) for p in split_list(raw["xla_known_issues_file"])),
+        known_issues_files=tuple(Path(p) for p in split_list(get("xla_known_issues_file")[1])),
         triage=choice(*get("xla_triage"), TRIAGE_POLICIES),
         isolate=to_bool(*get("xla_isolate")),
         isolate_timeout=to_float(*get("xla_isolate_timeout")) or DEFAULT_ISOLATE_TIMEOUT,
-        expected=to_path(raw["xla_expected"]),
+        expected=to_path(get("xla_expected")[1]),
         update_expected=to_bool(*get("xla_update_expected")),
         strict_improved=to_bool(*get("xla_strict_improved")),
         accuracy_runs=to_int(*get("xla_accuracy_runs")),
-        summary=to_path(raw["xla_summary"]),
+        summary=to_path(get("xla_summary")[1]),
         shard=to_shard(*get("xla_shard")),
     )
     _check_together(values)
     return XlaConfig(**values, sources=sources)
 
 
-def _raw_values(config: pytest.Config, environ: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str]]:
-    """Every option's raw value and where it came from, by dest (the seed's variables are checked even where the
-    command line overrides them)."""
+def _read(config: pytest.Config, environ: Mapping[str, str] | None) -> dict[str, tuple[Option, str]]:
+    """Every option read (:func:`~pytest_xla_dynamo.options.read_options`; the seed's variables are checked even
+    where the command line overrides them)."""
     env = os.environ if environ is None else environ
     for opt in OPTIONS:
         for var in opt.env:
             if var in env and opt.env_map is not None:
                 opt.env_map(var, env[var])
-    raw: dict[str, str] = {}
-    sources: dict[str, str] = {}
-    for opt in OPTIONS:
-        raw[opt.dest], sources[opt.dest] = raw_value(config, opt, environ)
-    return raw, sources
+    return read_options(config, OPTIONS, environ)
 
 
 def _check_together(values: Mapping[str, Any]) -> None:

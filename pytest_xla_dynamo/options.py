@@ -13,8 +13,8 @@ imports torch.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -209,6 +209,17 @@ def fill_help(config: pytest.Config, help_values: Mapping[str, str]) -> None:
                 action.help = flag_help
         if opt.dest in inidict:
             inidict[opt.dest] = (ini_help, *inidict[opt.dest][1:])
+
+
+def read_options(config: pytest.Config, opts: Iterable[Option],
+                 environ: Mapping[str, str] | None = None) -> dict[str, tuple[Option, str]]:
+    """Every option of ``opts`` read once, by dest: the option marked with where its value came from
+    (``source``), and its raw string (:func:`raw_value`)."""
+    read: dict[str, tuple[Option, str]] = {}
+    for opt in opts:
+        value, source = raw_value(config, opt, environ)
+        read[opt.dest] = (replace(opt, source=source), value)
+    return read
 
 
 def raw_value(config: pytest.Config, opt: Option, environ: Mapping[str, str] | None = None) -> tuple[str, str]:

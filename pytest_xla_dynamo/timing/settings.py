@@ -13,7 +13,7 @@ import os
 import platform
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import pytest
 
 from pytest_xla_dynamo import config as _config
 from pytest_xla_dynamo.core.machine import THP_SETTING, can_pin, cpu_list, parse_cpus, thp_mode, usable_cpus
-from pytest_xla_dynamo.options import Option, raw_value
+from pytest_xla_dynamo.options import Option, read_options
 from pytest_xla_dynamo.timing.options import (
     DEFAULT_MIN_RUN_TIME,
     DEFAULT_REMEASURE,
@@ -159,10 +159,7 @@ def resolve(config: pytest.Config, *, backends: Sequence[str], backend_aliases: 
             environ: Mapping[str, str] | None = None) -> TimingSettings:
     """Read every timing option once and validate it into :class:`TimingSettings` (UsageError on bad input)."""
     env = os.environ if environ is None else environ
-    raw: dict[str, tuple[Option, str]] = {}
-    for opt in TIMING_OPTIONS:
-        value, source = raw_value(config, opt, environ)
-        raw[opt.dest] = (replace(opt, source=source), value)
+    raw = read_options(config, TIMING_OPTIONS, environ)
 
     def get(name: str) -> tuple[Option, str]:
         return raw["xla_" + name]
